@@ -1,0 +1,36 @@
+"""byoc's errors. Each names the ONNX node (its span), the op, and what is wrong, in one line."""
+
+from __future__ import annotations
+
+
+class ByocError(Exception):
+    """Base of every error byoc raises on purpose; the CLI prints it as one line, exit 2."""
+
+
+def where(node: str | None, op: str | None) -> str:
+    """The ``node 'conv1' (Conv): `` prefix of an error message."""
+    if node is None and op is None:
+        return ""
+    if node is None:
+        return f"op {op}: "
+    return f"node {node!r} ({op}): " if op else f"node {node!r}: "
+
+
+class ModelError(ByocError):
+    """The model itself is broken or unsupported."""
+
+    def __init__(self, message: str, node: str | None = None, op: str | None = None):
+        self.node, self.op = node, op
+        super().__init__(where(node, op) + message)
+
+
+class InputError(ByocError):
+    """The inputs given to a run do not fit the model."""
+
+
+class KernelError(ByocError):
+    """A kernel failed while running a node."""
+
+    def __init__(self, message: str, node: str | None = None, op: str | None = None):
+        self.node, self.op = node, op
+        super().__init__(where(node, op) + message)

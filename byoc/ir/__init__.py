@@ -1,0 +1,17 @@
+"""byoc's IR: immutable expressions, types, spans, modules, walks, text and equality."""
+
+from .equality import assert_structural_equal, structural_diff, structural_equal
+from .expr import (Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var, children,
+                   with_children)
+from .module import IRModule
+from .printer import astext
+from .span import Span
+from .traversal import post_order, rewrite, users
+from .types import UNKNOWN, Dim, OpaqueType, TensorType, TupleType, Type
+
+__all__ = [
+    "Call", "Constant", "Dim", "Expr", "Function", "GlobalVar", "IRModule", "OpaqueType", "Span",
+    "TensorType", "Tuple", "TupleGetItem", "TupleType", "Type", "UNKNOWN", "Var", "astext",
+    "assert_structural_equal", "children", "post_order", "rewrite", "structural_diff",
+    "structural_equal", "users", "with_children",
+]

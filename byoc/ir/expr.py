@@ -1,0 +1,171 @@
+"""The IR: an immutable expression DAG in the style of Relay.
+
+Nodes are frozen, slotted dataclasses compared by identity: two ``Call`` objects are the same
+value only if they are the same object. Structural comparison lives in ``equality.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .span import Span
+from .types import TensorType, TupleType, Type
+
+# An op is named by its ONNX type, with the domain in front for non-default domains:
+# "Conv", "com.microsoft.Gelu", "annotation.compiler_begin". A call can also target a
+# GlobalVar (an external function of the module) or a Function (a composite).
+
+
+class Expr:
+    """Base of every IR node."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Var(Expr):
+    """A function parameter (an ONNX graph input)."""
+
+    name: str
+    type: Type
+
+    def __repr__(self) -> str:
+        return f"Var({self.name!r}, {self.type})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Constant(Expr):
+    """A tensor known at compile time (an ONNX initializer or Constant node)."""
+
+    value: np.ndarray
+    name: str = ""
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.value.shape), self.value.dtype.name)
+
+    def __repr__(self) -> str:
+        return f"Constant({self.name!r}, {self.type})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GlobalVar(Expr):
+    """The name of a function in an IRModule."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"@{self.name}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Call(Expr):
+    """An op applied to arguments.
+
+    ``args`` may hold None for an omitted optional ONNX input. ``attrs`` holds ONNX attribute
+    values as Python values; a graph attribute (an If branch, a Loop body) is a ``Function``.
+    ``type`` is a ``TupleType`` exactly when the op has several outputs.
+    """
+
+    op: str | GlobalVar | Function
+    args: tuple[Expr | None, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    type: Type = field(default_factory=lambda: TensorType(None, None))
+    span: Span | None = None
+
+    @property
+    def op_name(self) -> str:
+        if isinstance(self.op, str):
+            return self.op
+        if isinstance(self.op, GlobalVar):
+            return "@" + self.op.name
+        return str(self.op.attrs.get("Composite", "fn"))
+
+    def __repr__(self) -> str:
+        return f"Call({self.op_name}, span={self.span})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tuple(Expr):
+    """Several values grouped as one."""
+
+    fields: tuple[Expr, ...]
+
+    @property
+    def type(self) -> TupleType:
+        return TupleType(tuple(f.type for f in self.fields))
+
+    @property
+    def span(self) -> Span | None:
+        return None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TupleGetItem(Expr):
+    """Field ``index`` of a tuple-typed value (one output of a multi-output op)."""
+
+    tuple_value: Expr
+    index: int
+
+    @property
+    def type(self) -> Type:
+        t = self.tuple_value.type
+        assert isinstance(t, TupleType), f"TupleGetItem of a non-tuple {t}"
+        return t.fields[self.index]
+
+    @property
+    def span(self) -> Span | None:
+        return getattr(self.tuple_value, "span", None)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Function(Expr):
+    """A function: parameters and a body. ``attrs`` carry e.g. Compiler, global_symbol."""
+
+    params: tuple[Var, ...]
+    body: Expr
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ret_type(self) -> Type:
+        return self.body.type
+
+    @property
+    def type(self) -> Type:
+        return self.ret_type
+
+    def with_attrs(self, **attrs: Any) -> Function:
+        return Function(self.params, self.body, {**self.attrs, **attrs})
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The values an expression reads, in argument order (function bodies excluded)."""
+    if isinstance(expr, Call):
+        return tuple(a for a in expr.args if a is not None)
+    if isinstance(expr, Tuple):
+        return expr.fields
+    if isinstance(expr, TupleGetItem):
+        return (expr.tuple_value,)
+    return ()
+
+
+def with_children(expr: Expr, new: list[Expr]) -> Expr:
+    """A copy of ``expr`` reading ``new`` instead of its children (same order as ``children``).
+
+    Returns ``expr`` itself when nothing changed, so rewrites keep sharing.
+    """
+    old = children(expr)
+    if len(old) == len(new) and all(a is b for a, b in zip(old, new)):
+        return expr
+    if isinstance(expr, Call):
+        it = iter(new)
+        args = tuple(None if a is None else next(it) for a in expr.args)
+        return Call(expr.op, args, expr.attrs, expr.type, expr.span)
+    if isinstance(expr, Tuple):
+        return Tuple(tuple(new))
+    if isinstance(expr, TupleGetItem):
+        return TupleGetItem(new[0], expr.index)
+    raise TypeError(f"{type(expr).__name__} has no children")

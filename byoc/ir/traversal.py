@@ -1,0 +1,59 @@
+"""Iterative graph walks. Nothing here recurses, so a 100,000-node chain is fine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .expr import Expr, children, with_children
+
+
+def post_order(roots: Expr | Iterable[Expr]) -> list[Expr]:
+    """Every expression reachable from ``roots``, each after all it reads, once each.
+
+    Children are visited in argument order, so the order is deterministic for a given structure.
+    """
+    if isinstance(roots, Expr):
+        roots = [roots]
+    order: list[Expr] = []
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(children(root)))]
+        while stack:
+            node, it = stack[-1]
+            for child in it:
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, iter(children(child))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def users(order: list[Expr]) -> dict[int, list[Expr]]:
+    """For a post-order, map id(expr) to the expressions that read it (with repeats)."""
+    out: dict[int, list[Expr]] = {id(e): [] for e in order}
+    for e in order:
+        for c in children(e):
+            out[id(c)].append(e)
+    return out
+
+
+def rewrite(
+    roots: list[Expr], fn: Callable[[Expr, Expr], Expr] | None = None
+) -> tuple[list[Expr], dict[int, Expr]]:
+    """Rebuild the graph bottom-up.
+
+    For each node (post-order) the node is first rebuilt with its children's replacements,
+    then ``fn(original, rebuilt)`` may return a different replacement. Returns the new roots
+    and the memo (id of original -> replacement).
+    """
+    memo: dict[int, Expr] = {}
+    for e in post_order(roots):
+        rebuilt = with_children(e, [memo[id(c)] for c in children(e)]) if children(e) else e
+        memo[id(e)] = fn(e, rebuilt) if fn is not None else rebuilt
+    return [memo[id(r)] for r in roots], memo

@@ -1,0 +1,60 @@
+"""Types of IR values: tensors with (possibly symbolic) dims, and tuples of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A dim is a concrete int, a symbolic name (ONNX dim_param), or None (unknown).
+Dim = int | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """A tensor's type. ``shape`` is None when even the rank is unknown.
+
+    ``dtype`` is a numpy dtype name ("float32", "int64", "bool", ...), or None when unknown.
+    """
+
+    shape: tuple[Dim, ...] | None
+    dtype: str | None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            dims = "?"
+        else:
+            dims = "(" + ", ".join("?" if d is None else str(d) for d in self.shape)
+            dims += ",)" if len(self.shape) == 1 else ")"
+        return f"Tensor[{dims}, {self.dtype or '?'}]"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType:
+    """The type of a value with several fields (an op with several outputs)."""
+
+    fields: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(str(f) for f in self.fields) + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class OpaqueType:
+    """A value byoc does not look inside: ONNX sequences, maps and optionals."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Type = TensorType | TupleType | OpaqueType
+
+UNKNOWN = TensorType(None, None)

@@ -1,0 +1,102 @@
+"""Where a host kernel comes from: a hand-written numpy kernel, onnx.reference, or onnxruntime.
+
+A kernel factory turns one Call into a callable ``(*arrays) -> tuple of arrays`` once, at build
+time; the executor then calls it for every run. Omitted optional inputs arrive as None.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TypeProto, helper
+
+from ..ir import Call, Function, TensorType, TupleType
+from . import onnx_bridge
+
+Kernel = Callable[..., tuple]
+
+
+@dataclass
+class KernelContext:
+    """What a kernel factory may need beyond the call: opsets, and a way to run a body."""
+
+    opsets: dict[str, int]
+    run_function: Callable[[Function, list], list] | None = None
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+
+KernelFactory = Callable[[Call, KernelContext], Kernel]
+
+
+def hand(fn: Callable[..., tuple]) -> KernelFactory:
+    """Factory for a numpy kernel ``fn(attrs, *inputs)``."""
+
+    def factory(call: Call, ctx: KernelContext) -> Kernel:
+        attrs = dict(call.attrs)
+        attrs["_num_outputs"] = onnx_bridge.num_outputs(call)
+        return functools.partial(fn, attrs)
+
+    return factory
+
+
+def _one_node_model(call: Call, opsets: dict[str, int]) -> tuple[onnx.ModelProto, list[str]]:
+    ins = [f"i{k}" if a is not None else "" for k, a in enumerate(call.args)]
+    n_out = onnx_bridge.num_outputs(call)
+    outs = [f"o{k}" for k in range(n_out)]
+    out_types = call.type.fields if isinstance(call.type, TupleType) else (call.type,)
+    node = onnx_bridge.node_proto(call, ins, outs, name=call.span.name if call.span else "")
+    inputs = [helper.make_value_info(n, onnx_bridge.type_to_proto(_loose(a.type)))
+              for n, a in zip(ins, call.args) if n]
+    outputs = [helper.make_value_info(o, onnx_bridge.type_to_proto(_loose(t)) if
+                                      isinstance(t, TensorType) and t.dtype else TypeProto())
+               for o, t in zip(outs, out_types)]
+    graph = helper.make_graph([node], "kernel", inputs, outputs)
+    domain, _ = onnx_bridge.split_op(call.op)  # type: ignore[arg-type]
+    imports = dict(opsets)
+    imports.setdefault(domain, 1)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in imports.items()],
+                              ir_version=10)
+    return model, [n for n in ins if n]
+
+
+def _loose(t):
+    """A type without its shape: kernels are reused across shapes, only dtypes are fixed."""
+    return TensorType(None, t.dtype) if isinstance(t, TensorType) else t
+
+
+def reference(call: Call, ctx: KernelContext) -> Kernel:
+    """onnx.reference's implementation of the op: correct and slow, for the long tail."""
+    from onnx.reference import ReferenceEvaluator
+
+    model, names = _one_node_model(call, ctx.opsets)
+    evaluator = ReferenceEvaluator(model)
+
+    def run(*arrays):
+        feeds = {n: a for n, a in zip(names, (a for a in arrays if a is not None))}
+        return tuple(np.asarray(r) if not isinstance(r, (list, dict)) else r
+                     for r in evaluator.run(None, feeds))
+
+    return run
+
+
+def onnxruntime(call: Call, ctx: KernelContext) -> Kernel:
+    """onnxruntime's kernel for the op, for contrib domains that onnx.reference lacks."""
+    import onnxruntime as ort
+
+    model, names = _one_node_model(call, ctx.opsets)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+
+    def run(*arrays):
+        feeds = {n: a for n, a in zip(names, (a for a in arrays if a is not None))}
+        return tuple(session.run(None, feeds))
+
+    return run

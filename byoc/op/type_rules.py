@@ -1,0 +1,84 @@
+"""Type rules: the output types of a call from its argument types and attributes.
+
+A few cheap hand rules cover the ops passes create most (elementwise, broadcast, compare);
+every other op asks ONNX's own shape inference for that one node, so every op with a schema
+has a correct rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from ..ir import UNKNOWN, Dim, TensorType, Type
+from . import onnx_bridge
+
+# (attrs, argument types (None = omitted), number of outputs, constant argument values) -> types
+TypeRule = Callable[[dict[str, Any], Sequence[Type | None], int, Sequence[np.ndarray | None]],
+                    list[Type]]
+
+
+def broadcast_shapes(*shapes: tuple[Dim, ...] | None) -> tuple[Dim, ...] | None:
+    """numpy broadcasting over dims that may be symbolic (None where it cannot be known)."""
+    if any(s is None for s in shapes):
+        return None
+    rank = max(len(s) for s in shapes)  # type: ignore[arg-type]
+    out: list[Dim] = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}  # type: ignore
+        dims.discard(1)
+        if not dims:
+            out.append(1)
+        elif len(dims) == 1:
+            out.append(dims.pop())
+        else:
+            ints = {d for d in dims if isinstance(d, int)}
+            out.append(ints.pop() if len(ints) == 1 else None)
+    return tuple(out)
+
+
+def same_as_first(attrs, types, n, values) -> list[Type]:
+    return [types[0] or UNKNOWN]
+
+
+def broadcast(attrs, types, n, values) -> list[Type]:
+    tensors = [t for t in types if isinstance(t, TensorType)]
+    if not tensors:
+        return [UNKNOWN]
+    return [TensorType(broadcast_shapes(*(t.shape for t in tensors)), tensors[0].dtype)]
+
+
+def compare(attrs, types, n, values) -> list[Type]:
+    return [TensorType(broadcast(attrs, types, n, values)[0].shape, "bool")]  # type: ignore
+
+
+def where(attrs, types, n, values) -> list[Type]:
+    t = broadcast(attrs, types, n, values)[0]
+    dtype = types[1].dtype if isinstance(types[1], TensorType) else None
+    return [TensorType(t.shape, dtype)]  # type: ignore[union-attr]
+
+
+def onnx_inference(op: str, opset_version: int) -> TypeRule:
+    """A rule that runs ONNX shape inference on the single node."""
+    domain, op_type = onnx_bridge.split_op(op)
+
+    def rule(attrs, types, n, values) -> list[Type]:
+        schema = onnx.defs.get_schema(op_type, opset_version, domain)
+        ins = [f"i{k}" if t is not None else "" for k, t in enumerate(types)]
+        outs = [f"o{k}" for k in range(n)]
+        node = helper.make_node(op_type, ins, outs, domain=domain)
+        node.attribute.extend(onnx_bridge.attr_to_proto(k, v) for k, v in attrs.items()
+                              if not k.startswith("_"))
+        in_types = {name: onnx_bridge.type_to_proto(t) for name, t in zip(ins, types) if name}
+        data = {name: numpy_helper.from_array(v, name) for name, v in zip(ins, values)
+                if name and v is not None and v.dtype != object}
+        result = shape_inference.infer_node_outputs(
+            schema, node, in_types, data,
+            opset_imports=[helper.make_opsetid(domain, opset_version)])
+        return [onnx_bridge.type_from_proto(result[o]) if o in result else UNKNOWN for o in outs]
+
+    return rule

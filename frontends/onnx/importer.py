@@ -1,0 +1,428 @@
+"""Import an ONNX model into an IRModule.
+
+Initializers and Constant nodes become constants, graph inputs become parameters, every node a
+Call whose span is the ONNX node's name (a stable generated one where the node has none). Types
+come from ONNX shape inference, symbolic dims kept. If/Loop/Scan bodies become functions whose
+captured outer values are trailing parameters (see ``byoc.op.control_flow``).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from byoc.errors import ModelError
+from byoc.ir import (UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple,
+                     TupleGetItem, TupleType, Type, Var)
+from byoc.op import CANONICAL_OPSET, onnx_bridge, registry
+from byoc.op.builder import default_outputs
+
+from .external_data import load_external_data
+from .upgrade import upgrade_opset
+
+
+def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
+    """Parse a model from a path, bytes or a ModelProto; returns it and its folder."""
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model, None
+    if isinstance(path_or_model, bytes):
+        data, base = path_or_model, None
+    else:
+        path = os.fspath(path_or_model)
+        if not os.path.exists(path):
+            raise ModelError(f"no such file: {path}")
+        if os.path.isdir(path):
+            raise ModelError(f"{path} is a folder, not an ONNX model")
+        with open(path, "rb") as f:
+            data = f.read()
+        base = os.path.dirname(os.path.abspath(path))
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ModelError(f"not an ONNX model (protobuf parse failed: {exc})") from None
+    if not model.HasField("graph"):
+        raise ModelError("not an ONNX model: it has no graph")
+    return model, base
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray:
+    if len(node.attribute) != 1:
+        raise ModelError("a Constant needs exactly one value attribute", node.name, "Constant")
+    attr = node.attribute[0]
+    if attr.name == "sparse_value":
+        return _sparse_to_dense(attr.sparse_tensor)
+    value = onnx_bridge.attr_value(attr)
+    if attr.name in ("value_float", "value_int", "value_string"):
+        dtype = {"value_float": np.float32, "value_int": np.int64, "value_string": object}[attr.name]
+        return np.array(value, dtype=dtype)
+    if attr.name in ("value_floats", "value_ints", "value_strings"):
+        dtype = {"value_floats": np.float32, "value_ints": np.int64, "value_strings": object}[attr.name]
+        return np.array(value, dtype=dtype)
+    if attr.name == "value":
+        return value
+    raise ModelError(f"unknown Constant attribute {attr.name!r}", node.name, "Constant")
+
+
+def _sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
+    values = numpy_helper.to_array(sparse.values)
+    indices = numpy_helper.to_array(sparse.indices)
+    dense = np.zeros(int(np.prod(sparse.dims)), dtype=values.dtype)
+    if indices.ndim == 2:
+        indices = np.ravel_multi_index(indices.T, tuple(sparse.dims))
+    dense[indices.reshape(-1)] = values
+    return dense.reshape(tuple(sparse.dims))
+
+
+def _topological(nodes: list[onnx.NodeProto], names: list[str], known: set[str],
+                 outer) -> list[int]:
+    """Node indices in an order where every input is produced first; errors name the culprit."""
+    producer: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if not out:
+                continue
+            if out in producer:
+                other = names[producer[out]]
+                raise ModelError(f"writes tensor {out!r}, which node {other!r} writes too",
+                                 names[i], node.op_type)
+            if out in known:
+                raise ModelError(f"writes tensor {out!r}, which is a graph input or initializer",
+                                 names[i], node.op_type)
+            producer[out] = i
+    waiting = [0] * len(nodes)
+    readers: list[list[int]] = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        deps = set()
+        for name in _all_inputs(node):
+            if name in producer:
+                deps.add(producer[name])
+            elif name not in known and not outer(name):
+                raise ModelError(f"reads tensor {name!r}, which no node, input or initializer "
+                                 "provides", names[i], node.op_type)
+        waiting[i] = len(deps)
+        for d in deps:
+            readers[d].append(i)
+    order = [i for i in range(len(nodes)) if waiting[i] == 0]
+    k = 0
+    while k < len(order):
+        for r in readers[order[k]]:
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                order.append(r)
+        k += 1
+    if len(order) != len(nodes):
+        stuck = [names[i] for i in range(len(nodes)) if waiting[i] > 0][:5]
+        raise ModelError(f"the graph has a cycle through nodes {stuck}")
+    return order
+
+
+def _all_inputs(node: onnx.NodeProto) -> list[str]:
+    """Inputs of a node, including outer values its subgraphs read (implicit inputs)."""
+    names = [n for n in node.input if n]
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.HasField("g") else list(attr.graphs)
+        for g in graphs:
+            names.extend(_free_names(g))
+    return names
+
+
+def _free_names(graph: onnx.GraphProto) -> list[str]:
+    """Names a subgraph (or its subgraphs) reads but does not define."""
+    free: list[str] = []
+    stack = [(graph, frozenset())]
+    while stack:
+        g, outer_defined = stack.pop()
+        defined = set(outer_defined)
+        defined.update(i.name for i in g.input)
+        defined.update(t.name for t in g.initializer)
+        defined.update(t.name for t in g.sparse_initializer)
+        for node in g.node:
+            defined.update(node.output)
+        for node in g.node:
+            free.extend(n for n in node.input if n and n not in defined)
+            for attr in node.attribute:
+                for sub in ([attr.g] if attr.HasField("g") else list(attr.graphs)):
+                    stack.append((sub, frozenset(defined)))
+        free.extend(o.name for o in g.output if o.name not in defined)
+    return free
+
+
+class _Scope:
+    """Values by ONNX name in one graph; reads of outer names become captured parameters."""
+
+    def __init__(self, parent: _Scope | None, types: dict[str, Type]):
+        self.parent = parent
+        self.values: dict[str, Expr] = {}
+        self.captures: dict[str, Var] = {}
+        self.types = types
+
+    def has(self, name: str) -> bool:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return True
+            scope = scope.parent
+        return False
+
+    def get(self, name: str) -> Expr:
+        if name in self.values:
+            return self.values[name]
+        if name in self.captures:
+            return self.captures[name]
+        if self.parent is None or not self.parent.has(name):
+            raise KeyError(name)
+        outer = self.parent.get(name)
+        var = Var(name, outer.type)
+        self.captures[name] = var
+        return var
+
+
+class Importer:
+    """Turns one (already upgraded and shape-inferred) ModelProto into an IRModule."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self.opsets = {o.domain or "": o.version for o in model.opset_import}
+        self.opsets.pop("ai.onnx", None)
+        self.used_names: Counter[str] = Counter()
+        self.generated: Counter[str] = Counter()
+        self.types: dict[str, Type] = {}
+        self._collect_types(model.graph)
+        for node in self._all_nodes(model.graph):
+            if node.name:
+                self.used_names[node.name] += 1
+
+    def _all_nodes(self, graph: onnx.GraphProto):
+        stack = [graph]
+        while stack:
+            g = stack.pop()
+            for node in g.node:
+                yield node
+                for attr in node.attribute:
+                    if attr.HasField("g"):
+                        stack.append(attr.g)
+                    stack.extend(attr.graphs)
+
+    def _collect_types(self, graph: onnx.GraphProto) -> None:
+        stack = [graph]
+        while stack:
+            g = stack.pop()
+            for vi in (*g.input, *g.output, *g.value_info):
+                if vi.HasField("type"):
+                    self.types[vi.name] = onnx_bridge.type_from_proto(vi.type)
+            for node in g.node:
+                for attr in node.attribute:
+                    if attr.HasField("g"):
+                        stack.append(attr.g)
+                    stack.extend(attr.graphs)
+
+    def span(self, node: onnx.NodeProto) -> Span:
+        name = node.name
+        if not name or self.used_names[name] > 1:
+            # Stable across runs: op type and how many nodes of that type came before.
+            base = name or node.op_type
+            while True:
+                self.generated[base] += 1
+                name = f"{base}_{self.generated[base] - (0 if node.name else 1)}"
+                if name not in self.used_names:
+                    break
+            self.used_names[name] += 1
+        return Span(name, node.op_type, tuple(node.output))
+
+    def run(self) -> IRModule:
+        graph = self.model.graph
+        func = self.import_graph(graph, None, top=True)
+        attrs = {"opset_imports": dict(self.opsets), "ir_version": self.model.ir_version,
+                 "producer": self.model.producer_name, "graph_name": graph.name}
+        return IRModule({"main": func}, attrs)
+
+    def import_graph(self, graph: onnx.GraphProto, parent: _Scope | None, top: bool = False) -> Function:
+        scope = _Scope(parent, self.types)
+        init_names = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
+        params: list[Var] = []
+        for vi in graph.input:
+            if vi.name in init_names and top:
+                continue  # old-style models list initializers as inputs: they are constants
+            t = self.types.get(vi.name, UNKNOWN)
+            var = Var(vi.name, t)
+            params.append(var)
+            scope.values[vi.name] = var
+        for t in graph.initializer:
+            if t.name in scope.values and not top:
+                continue
+            scope.values[t.name] = Constant(numpy_helper.to_array(t), t.name)
+        for sp in graph.sparse_initializer:
+            scope.values[sp.values.name] = Constant(_sparse_to_dense(sp), sp.values.name)
+
+        nodes = list(graph.node)
+        spans = [self.span(n) for n in nodes]
+        known = set(scope.values)
+        order = _topological(nodes, [s.name for s in spans], known, scope.has)
+        for i in order:
+            self.import_node(nodes[i], spans[i], scope)
+
+        outs: list[Expr] = []
+        for o in graph.output:
+            try:
+                outs.append(scope.get(o.name))
+            except KeyError:
+                raise ModelError(f"graph output {o.name!r} is never computed") from None
+        body: Expr = outs[0] if len(outs) == 1 and top else Tuple(tuple(outs))
+        params.extend(scope.captures.values())
+        attrs: dict[str, Any] = {"output_names": [o.name for o in graph.output]}
+        if scope.captures:
+            attrs["captures"] = len(scope.captures)
+        return Function(tuple(params), body, attrs)
+
+    def import_node(self, node: onnx.NodeProto, span: Span, scope: _Scope) -> None:
+        domain = node.domain if node.domain not in ("ai.onnx",) else ""
+        op = f"{domain}.{node.op_type}" if domain else node.op_type
+        if op == "Constant":
+            try:
+                value = _constant_value(node)
+            except (TypeError, ValueError) as exc:
+                raise ModelError(f"bad value: {exc}", span.name, "Constant") from None
+            scope.values[node.output[0]] = Constant(value, node.output[0])
+            return
+        entry = registry.lookup(op)
+        if entry is None:
+            where = f" in domain {domain!r}" if domain else ""
+            raise ModelError(f"unknown op {node.op_type!r}{where}", span.name, node.op_type)
+        attrs = self.import_attrs(node, span, entry, scope)
+        args: list[Expr | None] = []
+        for name in node.input:
+            args.append(scope.get(name) if name else None)
+        while args and args[-1] is None:
+            args.pop()
+        if node.op_type in ("If", "Loop", "Scan") and not domain:
+            args.extend(self._captures_for(node, attrs, scope))
+        outputs = list(node.output)
+        while len(outputs) > 1 and not outputs[-1]:
+            outputs.pop()
+        n = len(outputs)
+        types = [self.types.get(o, UNKNOWN) if o else UNKNOWN for o in outputs]
+        if any(t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None) for t in types):
+            types = self._infer(entry, attrs, args, n, types)
+        out_type: Type = types[0] if n == 1 else TupleType(tuple(types))
+        call = Call(op, tuple(args), attrs, out_type, span)
+        if n == 1:
+            if outputs[0]:
+                scope.values[outputs[0]] = call
+        else:
+            for i, o in enumerate(outputs):
+                if o:
+                    scope.values[o] = TupleGetItem(call, i)
+
+    def _infer(self, entry, attrs, args, n, known: list[Type]) -> list[Type]:
+        if entry.kernel_source == "control_flow":
+            body = attrs.get("then_branch") or attrs.get("body")
+            fields = body.body.fields if isinstance(body.body, Tuple) else (body.body,)
+            skip = 1 if "body" in attrs and entry.name == "Loop" else 0
+            inferred = [f.type for f in fields[skip:skip + n]]
+        else:
+            try:
+                inferred = entry.type_rule(
+                    attrs, [None if a is None else a.type for a in args], n,
+                    [a.value if isinstance(a, Constant) else None for a in args])
+            except Exception:  # inference is best effort; the run still checks real shapes
+                inferred = [UNKNOWN] * n
+        return [k if k is not UNKNOWN else (inferred[i] if i < len(inferred) else UNKNOWN)
+                for i, k in enumerate(known)]
+
+    def import_attrs(self, node: onnx.NodeProto, span: Span, entry, scope: _Scope) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        schema = entry.schema
+        for attr in node.attribute:
+            if attr.ref_attr_name:
+                raise ModelError(f"attribute {attr.name!r} refers to a function attribute outside "
+                                 "a function", span.name, node.op_type)
+            if schema is not None and schema.attributes and attr.name not in schema.attributes \
+                    and entry.kernel_source != "onnxruntime":
+                raise ModelError(f"unknown attribute {attr.name!r}", span.name, node.op_type)
+            if schema is not None and attr.name in schema.attributes:
+                expected = int(schema.attributes[attr.name].type)
+                if attr.type != expected and attr.type != onnx.AttributeProto.UNDEFINED:
+                    got = onnx.AttributeProto.AttributeType.Name(attr.type)
+                    want = onnx.AttributeProto.AttributeType.Name(expected)
+                    raise ModelError(f"attribute {attr.name!r} is {got}, the op wants {want}",
+                                     span.name, node.op_type)
+            try:
+                attrs[attr.name] = onnx_bridge.attr_value(
+                    attr, graph=lambda g: self.import_graph(g, scope))
+            except ModelError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"bad attribute {attr.name!r}: {exc}", span.name,
+                                 node.op_type) from None
+        return attrs
+
+    def _captures_for(self, node: onnx.NodeProto, attrs: dict[str, Any], scope: _Scope) -> list[Expr]:
+        """Give every body of a control-flow node the same trailing capture parameters."""
+        bodies = {k: v for k, v in attrs.items() if isinstance(v, Function)}
+        names: list[str] = []
+        for f in bodies.values():
+            c = f.attrs.get("captures", 0)
+            for p in f.params[len(f.params) - c:]:
+                if p.name not in names:
+                    names.append(p.name)
+        if not names:
+            return []
+        for key, f in bodies.items():
+            c = f.attrs.get("captures", 0)
+            formal = f.params[:len(f.params) - c]
+            mine = {p.name: p for p in f.params[len(f.params) - c:]}
+            caps = [mine.get(n) or Var(n, scope.get(n).type) for n in names]
+            attrs[key] = Function(formal + tuple(caps), f.body, {**f.attrs, "captures": len(names)})
+        return [scope.get(n) for n in names]
+
+
+def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = True) -> IRModule:
+    """Import an ONNX model (a path, bytes or a ModelProto) into an IRModule.
+
+    The model is upgraded to the canonical opset where onnx's version converter can, its local
+    functions are inlined, and ONNX shape inference fills in the types.
+    """
+    model, base_dir = read_model(path_or_model)
+    model = _copy_if_needed(model, path_or_model)
+    load_external_data(model, base_dir)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset > CANONICAL_OPSET:
+        raise ModelError(f"opset {opset} is newer than the newest this byoc supports "
+                         f"({CANONICAL_OPSET})")
+    if model.functions:
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception as exc:
+            raise ModelError(f"cannot inline the model's local functions: {exc}") from None
+    if upgrade and opset is not None and opset < CANONICAL_OPSET:
+        model = upgrade_opset(model, CANONICAL_OPSET)
+    if infer_shapes:
+        model = _infer_shapes(model)
+    return Importer(model).run()
+
+
+def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
+    """Never change a ModelProto the caller handed us (external data is filled in place)."""
+    if isinstance(original, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return copy
+    return model
+
+
+def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                                 data_prop=True)
+    except Exception as exc:  # a model onnx cannot infer may still run; keep what it declares
+        warnings.warn(f"ONNX shape inference failed ({str(exc).splitlines()[0]}); "
+                      "types come from the model's declarations", stacklevel=3)
+        return model
