@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TypeProto, helper
 
-from ..ir import Call, Function, TensorType, TupleType
+from ..ir import Call, Function, Span, TensorType, Tuple, TupleGetItem, TupleType, Var
 from . import onnx_bridge
 
 Kernel = Callable[..., tuple]
@@ -45,23 +44,23 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
 
 
 def _one_node_model(call: Call, opsets: dict[str, int]) -> tuple[onnx.ModelProto, list[str]]:
-    ins = [f"i{k}" if a is not None else "" for k, a in enumerate(call.args)]
+    """A model of just this call, inputs i0.. and outputs o0.., dtypes fixed, shapes free."""
+    from ..frontends.onnx.exporter import export_function
+
+    params = [Var(f"i{k}", _loose(a.type)) for k, a in enumerate(call.args) if a is not None]
+    it = iter(params)
+    args = tuple(None if a is None else next(it) for a in call.args)
     n_out = onnx_bridge.num_outputs(call)
-    outs = [f"o{k}" for k in range(n_out)]
-    out_types = call.type.fields if isinstance(call.type, TupleType) else (call.type,)
-    node = onnx_bridge.node_proto(call, ins, outs, name=call.span.name if call.span else "")
-    inputs = [helper.make_value_info(n, onnx_bridge.type_to_proto(_loose(a.type)))
-              for n, a in zip(ins, call.args) if n]
-    outputs = [helper.make_value_info(o, onnx_bridge.type_to_proto(_loose(t)) if
-                                      isinstance(t, TensorType) and t.dtype else TypeProto())
-               for o, t in zip(outs, out_types)]
-    graph = helper.make_graph([node], "kernel", inputs, outputs)
-    domain, _ = onnx_bridge.split_op(call.op)  # type: ignore[arg-type]
+    outs = tuple(f"o{k}" for k in range(n_out))
+    out_type = (TupleType(tuple(_loose(t) for t in call.type.fields))
+                if isinstance(call.type, TupleType) else _loose(call.type))
+    op = call.op if isinstance(call.op, str) else call.op_name
+    node = Call(op, args, call.attrs, out_type, Span(call.span.name if call.span else "", op, outs))
+    body = Tuple(tuple(TupleGetItem(node, i) for i in range(n_out))) if n_out > 1 else node
+    func = Function(tuple(params), body, {"output_names": list(outs)})
     imports = dict(opsets)
-    imports.setdefault(domain, 1)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in imports.items()],
-                              ir_version=10)
-    return model, [n for n in ins if n]
+    imports.setdefault(onnx_bridge.split_op(op)[0], 1)
+    return export_function(func, imports), [p.name for p in params]
 
 
 def _loose(t):

@@ -120,17 +120,23 @@ def _table() -> dict[str, OpDef]:
     return _TABLE
 
 
+# Domains whose ops onnxruntime runs, and those only onnx.reference implements.
+ORT_DOMAINS = {"com.microsoft", "ai.onnx.ml", "com.microsoft.nchwc"}
+REFERENCE_DOMAINS = {"ai.onnx.preview.training", "ai.onnx.preview"}
+
+
 def _contrib(name: str) -> OpDef | None:
     """An entry for an op of another domain that onnxruntime can run (e.g. com.microsoft)."""
     domain, op_type = name.rpartition(".")[::2]
-    if domain not in ("com.microsoft", "ai.onnx.ml", "ai.onnx.preview.training",
-                      "com.microsoft.nchwc"):
+    if domain not in ORT_DOMAINS and domain not in REFERENCE_DOMAINS:
         return None
     try:
         schema = onnx.defs.get_schema(op_type, 1000, domain)
         rule = type_rules.onnx_inference(name, schema.since_version)
     except onnx.defs.SchemaError:  # onnx does not know it; onnxruntime may
         schema, rule = None, type_rules.same_as_first
+    if domain in REFERENCE_DOMAINS:
+        return OpDef(name, FusePattern.OPAQUE, rule, host_kernels.reference, schema, "reference")
     return OpDef(name, FusePattern.OPAQUE, rule, host_kernels.onnxruntime, schema, "onnxruntime")
 
 

@@ -127,9 +127,12 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
     args = []
     for p in func.params:
         value = inputs[p.name]
+        t = p.type
+        if not isinstance(t, TensorType):  # sequences, optionals: passed through as they are
+            args.append(value)
+            continue
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
-        t = p.type
         if isinstance(t, TensorType):
             if t.dtype is not None and value.dtype.name != t.dtype and not (
                     t.dtype == "object" and value.dtype.kind in "OUS"):

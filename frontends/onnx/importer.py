@@ -302,7 +302,7 @@ class Importer:
             args.append(scope.get(name) if name else None)
         while args and args[-1] is None:
             args.pop()
-        if node.op_type in ("If", "Loop", "Scan") and not domain:
+        if any(isinstance(v, Function) for v in attrs.values()):
             args.extend(self._captures_for(node, attrs, scope))
         outputs = list(node.output)
         while len(outputs) > 1 and not outputs[-1]:

@@ -1,0 +1,108 @@
+"""Pooling kernels: MaxPool (with Indices), AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+Windows are reduced by looping over the kernel taps (a handful of strided whole-tensor passes)
+rather than over output elements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._registry import kernel
+from ._window import Window, end_extra, pad_spatial, tap_slices, taps, window
+
+
+def _lowest(dtype: np.dtype):
+    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+
+
+@kernel("MaxPool")
+def max_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Max over each window; second output is the flat argmax index into X (first max wins).
+
+    Indices are skipped when the executor passes ``attrs["_num_outputs"] == 1``.
+    """
+    w = window(attrs, x.shape[2:], attrs["kernel_shape"], bool(attrs.get("ceil_mode", 0)))
+    fill = _lowest(x.dtype)
+    extra = end_extra(w, x.shape[2:])
+    xp = pad_spatial(x, w.pads_begin, [e + f for e, f in zip(w.pads_end, extra)], fill)
+    want_idx = attrs.get("_num_outputs", 2) > 1
+    y = np.full((*x.shape[:2], *w.out), fill, dtype=x.dtype)
+    best = np.zeros(y.shape, dtype=np.int32) if want_idx else None
+    for t, off in enumerate(taps(w)):
+        xs = xp[(slice(None), slice(None), *tap_slices(w, off))]
+        if want_idx:
+            better = xs > y  # strict: ties keep the earlier tap, like onnxruntime
+            best[better] = t
+            np.copyto(y, xs, where=better)
+        else:
+            np.maximum(y, xs, out=y)
+    if not want_idx:
+        return (y,)
+    return y, _flat_indices(best, w, x.shape, attrs.get("storage_order", 0))
+
+
+def _flat_indices(best: np.ndarray, w: Window, shape: tuple, storage_order: int) -> np.ndarray:
+    """Turn per-output winning tap numbers into flat indices of the unpadded input."""
+    nd = len(w.kernel)
+    spatial = shape[2:]
+    tap_coords = np.unravel_index(best, w.kernel)
+    if storage_order:  # column-major spatial part; batch/channel offset stays row-major
+        steps = [math.prod(spatial[:i]) for i in range(nd)]
+    else:
+        steps = [math.prod(spatial[i + 1 :]) for i in range(nd)]
+    idx = np.zeros(best.shape, dtype=np.int64)
+    for i in range(nd):
+        o = np.arange(w.out[i]).reshape((-1,) + (1,) * (nd - 1 - i))
+        coord = o * w.strides[i] + tap_coords[i] * w.dilations[i] - w.pads_begin[i]
+        idx += coord * steps[i]
+    nc = np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[:2] + (1,) * nd)
+    return idx + nc * math.prod(spatial)
+
+
+def _window_counts(w: Window, in_shape: tuple, include_pad: bool) -> np.ndarray:
+    """Number of counted taps per output position (separable: product of 1-D counts)."""
+    counts = np.ones((), dtype=np.int64)
+    extra = end_extra(w, in_shape)
+    for i, n in enumerate(in_shape):
+        b, f = w.pads_begin[i], w.pads_end[i]
+        total = b + n + f + extra[i]
+        mask = np.zeros(total, dtype=np.int64)
+        if include_pad:
+            mask[: b + n + f] = 1  # explicit pads count, the ceil_mode overrun does not
+        else:
+            mask[b : b + n] = 1
+        c1 = sum(
+            mask[k * w.dilations[i] :][: (w.out[i] - 1) * w.strides[i] + 1 : w.strides[i]]
+            for k in range(w.kernel[i])
+        )
+        counts = np.multiply.outer(counts, c1)
+    return counts
+
+
+@kernel("AveragePool")
+def average_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Mean over each window, padding counted only if count_include_pad=1."""
+    w = window(attrs, x.shape[2:], attrs["kernel_shape"], bool(attrs.get("ceil_mode", 0)))
+    extra = end_extra(w, x.shape[2:])
+    xp = pad_spatial(x, w.pads_begin, [e + f for e, f in zip(w.pads_end, extra)], 0)
+    acc = np.zeros((*x.shape[:2], *w.out), dtype=x.dtype)
+    for off in taps(w):
+        acc += xp[(slice(None), slice(None), *tap_slices(w, off))]
+    counts = _window_counts(w, x.shape[2:], bool(attrs.get("count_include_pad", 0)))
+    acc /= np.maximum(counts, 1).astype(x.dtype)
+    return (acc,)
+
+
+@kernel("GlobalAveragePool")
+def global_average_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Mean over all spatial axes, kept as size-1 dims."""
+    return (x.mean(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+
+@kernel("GlobalMaxPool")
+def global_max_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Max over all spatial axes, kept as size-1 dims."""
+    return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)

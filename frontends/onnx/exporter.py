@@ -1,0 +1,129 @@
+"""Export byoc functions and modules back to ONNX.
+
+Value names are the ONNX names the importer kept (span outputs, Var and Constant names), so an
+exported graph reads like the original; generated names fill the gaps and clashes. Bodies of
+If/Loop/Scan refer to their captured outer values by the outer names, as ONNX subgraphs do.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper, numpy_helper
+
+from byoc.ir import (Call, Constant, Function, IRModule, TensorType, Tuple, TupleGetItem, Var,
+                     post_order)
+from byoc.op import CANONICAL_OPSET, onnx_bridge
+
+
+class _Names:
+    """Unique ONNX value names, shared by a graph and the subgraphs nested in it."""
+
+    def __init__(self, parent: _Names | None = None):
+        self.used: set[str] = parent.used if parent else set()
+        self.counter = parent.counter if parent else [0]
+
+    def take(self, want: str | None) -> str:
+        if want and want not in self.used:
+            self.used.add(want)
+            return want
+        while True:
+            self.counter[0] += 1
+            name = f"{want or 'v'}__{self.counter[0]}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+
+def function_to_graph(func: Function, name: str = "main", *, names: _Names | None = None,
+                      output_names: list[str | None] | None = None,
+                      captured: dict[int, str] | None = None) -> onnx.GraphProto:
+    """A GraphProto computing ``func``.
+
+    ``captured`` maps ids of parameters that are captures to the outer names they stand for:
+    those become references to the enclosing graph's values instead of graph inputs.
+    """
+    names = names or _Names()
+    captured = captured or {}
+    value_name: dict[int, str] = {}
+    call_outs: dict[int, list[str]] = {}
+    inputs, nodes, inits = [], [], []
+    for p in func.params:
+        if id(p) in captured:
+            value_name[id(p)] = captured[id(p)]
+            continue
+        value_name[id(p)] = names.take(p.name)
+        inputs.append(helper.make_value_info(value_name[id(p)], onnx_bridge.type_to_proto(p.type)))
+
+    body = func.body
+    outs = list(body.fields) if isinstance(body, Tuple) else [body]
+    for e in post_order(outs):
+        if id(e) in value_name:
+            continue
+        if isinstance(e, Constant):
+            value_name[id(e)] = names.take(e.name or "const")
+            inits.append(numpy_helper.from_array(e.value, value_name[id(e)]))
+        elif isinstance(e, Var):
+            value_name[id(e)] = e.name  # a free variable: a value of an enclosing graph
+        elif isinstance(e, Call):
+            node, node_outs = _node(e, value_name, names)
+            nodes.append(node)
+            call_outs[id(e)] = node_outs
+            value_name[id(e)] = node_outs[0]
+        elif isinstance(e, TupleGetItem):
+            value_name[id(e)] = call_outs[id(e.tuple_value)][e.index]
+        elif isinstance(e, Tuple):
+            raise ValueError("nested tuples cannot be exported to ONNX")
+    wanted = output_names or func.attrs.get("output_names") or [None] * len(outs)
+    outputs = []
+    for e, want in zip(outs, wanted):
+        have = value_name[id(e)]
+        if want and have != want:  # an output that is an input, a constant, or a repeat
+            final = names.take(want)
+            nodes.append(helper.make_node("Identity", [have], [final]))
+            have = final
+        tp = onnx_bridge.type_to_proto(e.type) if isinstance(e.type, TensorType) else onnx.TypeProto()
+        outputs.append(helper.make_value_info(have, tp))
+    return helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+
+
+def _node(call: Call, value_name: dict[int, str], names: _Names) -> tuple[onnx.NodeProto, list[str]]:
+    if not isinstance(call.op, str):
+        raise ValueError(f"call of {call.op_name}: only ONNX ops can be exported")
+    ins = ["" if a is None else value_name[id(a)] for a in call.args]
+    span_outs = call.span.outputs if call.span else ()
+    default = call.span.name if call.span else call.op_name
+    outs = [names.take((span_outs[i] if i < len(span_outs) else "") or default)
+            for i in range(onnx_bridge.num_outputs(call))]
+    bodies = [v for v in call.attrs.values() if isinstance(v, Function)]
+    n_caps = max((int(f.attrs.get("captures", 0)) for f in bodies), default=0)
+    sub_names = _Names(names)
+
+    def graph(f: Function) -> onnx.GraphProto:
+        c = int(f.attrs.get("captures", 0))
+        cap = {id(p): n for p, n in zip(f.params[len(f.params) - c:], ins[len(ins) - c:])}
+        n_out = len(f.body.fields) if isinstance(f.body, Tuple) else 1
+        return function_to_graph(f, "body", names=sub_names, captured=cap,
+                                 output_names=[None] * n_out)
+
+    node = onnx_bridge.node_proto(call, ins[:len(ins) - n_caps], outs,
+                                  name=call.span.name if call.span else "", graph=graph)
+    return node, outs
+
+
+def module_to_onnx(mod: IRModule) -> onnx.ModelProto:
+    """The module's main as an ONNX model (host-only modules; external functions come later)."""
+    graph = function_to_graph(mod.main, mod.attrs.get("graph_name") or "main")
+    return _model(graph, dict(mod.attrs.get("opset_imports") or {"": CANONICAL_OPSET}))
+
+
+def export_function(func: Function, opsets: dict[str, int] | None = None) -> onnx.ModelProto:
+    """One function as a standalone ONNX model (its params as graph inputs)."""
+    graph = function_to_graph(func, "function")
+    return _model(graph, opsets or {"": CANONICAL_OPSET})
+
+
+def _model(graph: onnx.GraphProto, opsets: dict[str, int]) -> onnx.ModelProto:
+    # ir_version 10 is what onnxruntime 1.20+ and onnx.reference both accept.
+    return helper.make_model(graph, ir_version=10,
+                             opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+
