@@ -32,13 +32,47 @@ class KernelContext:
 KernelFactory = Callable[[Call, KernelContext], Kernel]
 
 
+# numpy has no arithmetic of its own for these (ml_dtypes stores them); onnx.reference
+# implements their ONNX semantics (saturation, rounding) exactly, so it takes them.
+EXOTIC_DTYPES = {"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                 "float8_e8m0fnu", "uint4", "int4", "float4_e2m1fn", "uint2", "int2",
+                 "float6_e2m3fn", "float6_e3m2fn"}
+
+
+def _dtypes(call: Call) -> set[str]:
+    types = [a.type for a in call.args if a is not None]
+    types += list(call.type.fields) if isinstance(call.type, TupleType) else [call.type]
+    out = {t.dtype for t in types if isinstance(t, TensorType) and t.dtype}
+    if "to" in call.attrs and isinstance(call.attrs["to"], int):
+        out.add(onnx_bridge.dtype_name(call.attrs["to"]) or "")
+    return out
+
+
 def hand(fn: Callable[..., tuple]) -> KernelFactory:
-    """Factory for a numpy kernel ``fn(attrs, *inputs)``."""
+    """Factory for a numpy kernel ``fn(attrs, *inputs)``.
+
+    A kernel declines a configuration it does not implement by raising NotImplementedError;
+    that call then runs on onnx.reference from then on. Exotic dtypes go there directly.
+    """
 
     def factory(call: Call, ctx: KernelContext) -> Kernel:
+        if _dtypes(call) & EXOTIC_DTYPES:
+            return reference(call, ctx)
         attrs = dict(call.attrs)
         attrs["_num_outputs"] = onnx_bridge.num_outputs(call)
-        return functools.partial(fn, attrs)
+        kernel = functools.partial(fn, attrs)
+        fallback: list[Kernel] = []
+
+        def run(*arrays):
+            if fallback:
+                return fallback[0](*arrays)
+            try:
+                return kernel(*arrays)
+            except NotImplementedError:
+                fallback.append(reference(call, ctx))
+                return fallback[0](*arrays)
+
+        return run
 
     return factory
 

@@ -81,12 +81,29 @@ def _sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
     return dense.reshape(tuple(sparse.dims))
 
 
-def _topological(nodes: list[onnx.NodeProto], names: list[str], known: set[str],
-                 outer) -> list[int]:
-    """Node indices in an order where every input is produced first; errors name the culprit."""
+class _Node:
+    """The parts of a NodeProto the importer reads, pulled out of protobuf once."""
+
+    __slots__ = ("proto", "op_type", "domain", "inputs", "outputs", "has_graph")
+
+    def __init__(self, proto: onnx.NodeProto):
+        self.proto = proto
+        self.op_type = proto.op_type
+        self.domain = proto.domain
+        self.inputs = list(proto.input)
+        self.outputs = list(proto.output)
+        self.has_graph = bool(proto.attribute) and any(
+            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in proto.attribute)
+
+
+def _topological(nodes: list[_Node], names: list[str], known: set[str], outer) -> list[int]:
+    """Node indices in an order where every input is produced first; errors name the culprit.
+
+    A graph already in order (the usual case) keeps its order; otherwise Kahn's algorithm.
+    """
     producer: dict[str, int] = {}
     for i, node in enumerate(nodes):
-        for out in node.output:
+        for out in node.outputs:
             if not out:
                 continue
             if out in producer:
@@ -97,18 +114,25 @@ def _topological(nodes: list[onnx.NodeProto], names: list[str], known: set[str],
                 raise ModelError(f"writes tensor {out!r}, which is a graph input or initializer",
                                  names[i], node.op_type)
             producer[out] = i
-    waiting = [0] * len(nodes)
-    readers: list[list[int]] = [[] for _ in nodes]
+    deps: list[set[int]] = []
+    in_order = True
     for i, node in enumerate(nodes):
-        deps = set()
+        mine = set()
         for name in _all_inputs(node):
-            if name in producer:
-                deps.add(producer[name])
+            j = producer.get(name)
+            if j is not None:
+                mine.add(j)
+                in_order = in_order and j < i
             elif name not in known and not outer(name):
                 raise ModelError(f"reads tensor {name!r}, which no node, input or initializer "
                                  "provides", names[i], node.op_type)
-        waiting[i] = len(deps)
-        for d in deps:
+        deps.append(mine)
+    if in_order:
+        return list(range(len(nodes)))
+    waiting = [len(d) for d in deps]
+    readers: list[list[int]] = [[] for _ in nodes]
+    for i, mine in enumerate(deps):
+        for d in mine:
             readers[d].append(i)
     order = [i for i in range(len(nodes)) if waiting[i] == 0]
     k = 0
@@ -124,13 +148,13 @@ def _topological(nodes: list[onnx.NodeProto], names: list[str], known: set[str],
     return order
 
 
-def _all_inputs(node: onnx.NodeProto) -> list[str]:
+def _all_inputs(node: _Node) -> list[str]:
     """Inputs of a node, including outer values its subgraphs read (implicit inputs)."""
-    names = [n for n in node.input if n]
-    for attr in node.attribute:
-        graphs = [attr.g] if attr.HasField("g") else list(attr.graphs)
-        for g in graphs:
-            names.extend(_free_names(g))
+    names = [n for n in node.inputs if n]
+    if node.has_graph:
+        for attr in node.proto.attribute:
+            for g in ([attr.g] if attr.HasField("g") else list(attr.graphs)):
+                names.extend(_free_names(g))
     return names
 
 
@@ -158,11 +182,10 @@ def _free_names(graph: onnx.GraphProto) -> list[str]:
 class _Scope:
     """Values by ONNX name in one graph; reads of outer names become captured parameters."""
 
-    def __init__(self, parent: _Scope | None, types: dict[str, Type]):
+    def __init__(self, parent: _Scope | None):
         self.parent = parent
         self.values: dict[str, Expr] = {}
         self.captures: dict[str, Var] = {}
-        self.types = types
 
     def has(self, name: str) -> bool:
         scope: _Scope | None = self
@@ -194,48 +217,46 @@ class Importer:
         self.opsets.pop("ai.onnx", None)
         self.used_names: Counter[str] = Counter()
         self.generated: Counter[str] = Counter()
-        self.types: dict[str, Type] = {}
-        self._collect_types(model.graph)
-        for node in self._all_nodes(model.graph):
-            if node.name:
-                self.used_names[node.name] += 1
-
-    def _all_nodes(self, graph: onnx.GraphProto):
-        stack = [graph]
-        while stack:
-            g = stack.pop()
-            for node in g.node:
-                yield node
-                for attr in node.attribute:
-                    if attr.HasField("g"):
-                        stack.append(attr.g)
-                    stack.extend(attr.graphs)
-
-    def _collect_types(self, graph: onnx.GraphProto) -> None:
-        stack = [graph]
-        while stack:
+        self.type_protos: dict[str, onnx.TypeProto] = {}
+        self._type_cache: dict[bytes, Type] = {}
+        stack = [model.graph]
+        while stack:  # every graph, subgraphs included: declared types and node names
             g = stack.pop()
             for vi in (*g.input, *g.output, *g.value_info):
                 if vi.HasField("type"):
-                    self.types[vi.name] = onnx_bridge.type_from_proto(vi.type)
+                    self.type_protos[vi.name] = vi.type
             for node in g.node:
+                if node.name:
+                    self.used_names[node.name] += 1
                 for attr in node.attribute:
-                    if attr.HasField("g"):
+                    if attr.type == onnx.AttributeProto.GRAPH:
                         stack.append(attr.g)
-                    stack.extend(attr.graphs)
+                    elif attr.type == onnx.AttributeProto.GRAPHS:
+                        stack.extend(attr.graphs)
 
-    def span(self, node: onnx.NodeProto) -> Span:
-        name = node.name
+    def type_of(self, name: str) -> Type:
+        """The declared or inferred type of a value (converted once per distinct type)."""
+        tp = self.type_protos.get(name)
+        if tp is None:
+            return UNKNOWN
+        key = tp.SerializeToString()
+        t = self._type_cache.get(key)
+        if t is None:
+            t = self._type_cache[key] = onnx_bridge.type_from_proto(tp)
+        return t
+
+    def span(self, node: _Node) -> Span:
+        name = given = node.proto.name
         if not name or self.used_names[name] > 1:
             # Stable across runs: op type and how many nodes of that type came before.
             base = name or node.op_type
             while True:
                 self.generated[base] += 1
-                name = f"{base}_{self.generated[base] - (0 if node.name else 1)}"
+                name = f"{base}_{self.generated[base] - (0 if given else 1)}"
                 if name not in self.used_names:
                     break
             self.used_names[name] += 1
-        return Span(name, node.op_type, tuple(node.output))
+        return Span(name, node.op_type, tuple(node.outputs))
 
     def run(self) -> IRModule:
         graph = self.model.graph
@@ -245,14 +266,13 @@ class Importer:
         return IRModule({"main": func}, attrs)
 
     def import_graph(self, graph: onnx.GraphProto, parent: _Scope | None, top: bool = False) -> Function:
-        scope = _Scope(parent, self.types)
+        scope = _Scope(parent)
         init_names = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
         params: list[Var] = []
         for vi in graph.input:
             if vi.name in init_names and top:
                 continue  # old-style models list initializers as inputs: they are constants
-            t = self.types.get(vi.name, UNKNOWN)
-            var = Var(vi.name, t)
+            var = Var(vi.name, self.type_of(vi.name))
             params.append(var)
             scope.values[vi.name] = var
         for t in graph.initializer:
@@ -262,7 +282,7 @@ class Importer:
         for sp in graph.sparse_initializer:
             scope.values[sp.values.name] = Constant(_sparse_to_dense(sp), sp.values.name)
 
-        nodes = list(graph.node)
+        nodes = [_Node(n) for n in graph.node]
         spans = [self.span(n) for n in nodes]
         known = set(scope.values)
         order = _topological(nodes, [s.name for s in spans], known, scope.has)
@@ -282,33 +302,31 @@ class Importer:
             attrs["captures"] = len(scope.captures)
         return Function(tuple(params), body, attrs)
 
-    def import_node(self, node: onnx.NodeProto, span: Span, scope: _Scope) -> None:
-        domain = node.domain if node.domain not in ("ai.onnx",) else ""
+    def import_node(self, node: _Node, span: Span, scope: _Scope) -> None:
+        domain = node.domain if node.domain != "ai.onnx" else ""
         op = f"{domain}.{node.op_type}" if domain else node.op_type
         if op == "Constant":
             try:
-                value = _constant_value(node)
+                value = _constant_value(node.proto)
             except (TypeError, ValueError) as exc:
                 raise ModelError(f"bad value: {exc}", span.name, "Constant") from None
-            scope.values[node.output[0]] = Constant(value, node.output[0])
+            scope.values[node.outputs[0]] = Constant(value, node.outputs[0])
             return
         entry = registry.lookup(op)
         if entry is None:
             where = f" in domain {domain!r}" if domain else ""
             raise ModelError(f"unknown op {node.op_type!r}{where}", span.name, node.op_type)
-        attrs = self.import_attrs(node, span, entry, scope)
-        args: list[Expr | None] = []
-        for name in node.input:
-            args.append(scope.get(name) if name else None)
+        attrs = self.import_attrs(node.proto, span, entry, scope) if node.proto.attribute else {}
+        args: list[Expr | None] = [scope.get(name) if name else None for name in node.inputs]
         while args and args[-1] is None:
             args.pop()
         if any(isinstance(v, Function) for v in attrs.values()):
             args.extend(self._captures_for(node, attrs, scope))
-        outputs = list(node.output)
+        outputs = list(node.outputs)
         while len(outputs) > 1 and not outputs[-1]:
             outputs.pop()
         n = len(outputs)
-        types = [self.types.get(o, UNKNOWN) if o else UNKNOWN for o in outputs]
+        types = [self.type_of(o) if o else UNKNOWN for o in outputs]
         if any(t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None) for t in types):
             types = self._infer(entry, attrs, args, n, types)
         out_type: Type = types[0] if n == 1 else TupleType(tuple(types))
@@ -344,7 +362,7 @@ class Importer:
             if attr.ref_attr_name:
                 raise ModelError(f"attribute {attr.name!r} refers to a function attribute outside "
                                  "a function", span.name, node.op_type)
-            if schema is not None and schema.attributes and attr.name not in schema.attributes \
+            if schema is not None and attr.name not in schema.attributes \
                     and entry.kernel_source != "onnxruntime":
                 raise ModelError(f"unknown attribute {attr.name!r}", span.name, node.op_type)
             if schema is not None and attr.name in schema.attributes:

@@ -1,0 +1,317 @@
+"""The ``byoc`` command line: info, run, bench, partition.
+
+Every error byoc raises on purpose becomes one line on stderr and exit code 2; a comparison
+out of tolerance exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from importlib import resources
+
+DEFAULT_MODEL = "tiny_resnet.onnx"
+
+
+def default_model_path() -> str:
+    return str(resources.files("byoc") / "data" / DEFAULT_MODEL)
+
+
+def _parse_dims(specs: list[str]) -> dict[str, int]:
+    from .errors import InputError
+
+    dims = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not value.isdigit():
+            raise InputError(f"--dim wants NAME=N, got {spec!r}")
+        dims[name] = int(value)
+    return dims
+
+
+def _backends(spec: str | None) -> list[str]:
+    return [b.strip() for b in spec.split(",") if b.strip()] if spec else []
+
+
+def _load(args):
+    import byoc
+
+    path = args.model or default_model_path()
+    return path, byoc.load_onnx(path)
+
+
+def _inputs(args, mod):
+    from .inputs import load_npy, random_inputs
+
+    given = dict(load_npy(s) for s in args.input)
+    return random_inputs(mod.main, _parse_dims(args.dim), seed=args.seed, given=given)
+
+
+def _prepare(mod, backends: list[str], args):
+    """The module to build: partitioned for the backends, or as imported (host only)."""
+    if not backends or backends == ["host"]:
+        return mod
+    from .partition import partition
+
+    return partition(mod, backends=backends, **({"no_fallback": True} if getattr(args, "no_fallback", False) else {}))
+
+
+def cmd_info(args) -> int:
+    from .ir import Call, Function, TensorType, post_order
+
+    path, mod = _load(args)
+    ops: Counter[str] = Counter()
+    stack = [mod.main]
+    while stack:
+        func = stack.pop()
+        for e in post_order(func.body):
+            if isinstance(e, Call):
+                ops[e.op_name] += 1
+                stack.extend(v for v in e.attrs.values() if isinstance(v, Function))
+    opsets = mod.attrs.get("opset_imports", {})
+    info = {
+        "model": path,
+        "opset": opsets.get("", None),
+        "opset_imports": opsets,
+        "nodes": sum(ops.values()),
+        "ops": dict(ops.most_common()),
+        "inputs": {p.name: str(p.type) for p in mod.main.params},
+        "outputs": {},
+    }
+    body = mod.main.body
+    outs = list(getattr(body, "fields", None) or [body]) if len(mod.main.attrs["output_names"]) > 1 else [body]
+    for name, e in zip(mod.main.attrs["output_names"], outs):
+        info["outputs"][name] = str(e.type)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"model   {path}")
+    print(f"opset   {info['opset']}" + (f"  (also {', '.join(f'{d} {v}' for d, v in opsets.items() if d)})"
+                                       if len(opsets) > 1 else ""))
+    print(f"nodes   {info['nodes']}")
+    print("inputs")
+    for n, t in info["inputs"].items():
+        print(f"  {n}: {t}")
+    print("outputs")
+    for n, t in info["outputs"].items():
+        print(f"  {n}: {t}")
+    print("ops")
+    width = max((len(k) for k in ops), default=0)
+    for op, n in ops.most_common():
+        print(f"  {op:<{width}}  {n}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    import byoc
+
+    from .compare import compare_outputs, run_onnxruntime
+
+    path, mod = _load(args)
+    inputs = _inputs(args, mod)
+    backends = _backends(args.backend)
+    exe = byoc.build(_prepare(mod, backends, args))
+    start = time.perf_counter()
+    outputs = exe.run(inputs)
+    elapsed = time.perf_counter() - start
+    result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}
+    comparisons = None
+    if args.compare:
+        if args.compare != "onnxruntime":
+            raise byoc.InputError(f"--compare knows only onnxruntime, not {args.compare!r}")
+        reference = run_onnxruntime(path, inputs, threads=args.threads)
+        comparisons = compare_outputs(outputs, reference)
+        result["ok"] = all(c.ok for c in comparisons)
+        for c in comparisons:
+            result["outputs"][c.name] = c.as_dict()
+    else:
+        for name, value in outputs.items():
+            arr = value if hasattr(value, "shape") else None
+            result["outputs"][name] = {"shape": list(arr.shape) if arr is not None else None,
+                                       "dtype": arr.dtype.name if arr is not None else type(value).__name__}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        where = ", ".join(backends) if backends else "host"
+        print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms")
+        for name, o in result["outputs"].items():
+            line = f"  {name}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
+            if comparisons is not None:
+                line += f"  max_abs_err={o['max_abs_err']:.3g} rel_err={o['rel_err']:.3g} " + (
+                    "ok" if o["ok"] else "OUT OF TOLERANCE" + (f" ({o['note']})" if o.get("note") else ""))
+            print(line)
+        if comparisons is not None:
+            print("matches onnxruntime" if result["ok"] else "does NOT match onnxruntime")
+    return 0 if result["ok"] else 1
+
+
+def cmd_bench(args) -> int:
+    import byoc
+
+    from .compare import onnxruntime_session
+
+    path, mod = _load(args)
+    inputs = _inputs(args, mod)
+    backends = _backends(args.backend)
+    with _threads(args.threads):
+        exe = byoc.build(_prepare(mod, backends, args))
+        session = onnxruntime_session(path, threads=args.threads)
+        for _ in range(args.warmup):
+            exe.run(inputs)
+            session.run(None, inputs)
+        ours, theirs = [], []
+        for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
+            t0 = time.perf_counter()
+            exe.run(inputs)
+            t1 = time.perf_counter()
+            session.run(None, inputs)
+            t2 = time.perf_counter()
+            ours.append(t1 - t0)
+            theirs.append(t2 - t1)
+    result = {"model": path, "backends": backends or ["host"], "threads": args.threads,
+              "repeat": args.repeat, "byoc_median_s": statistics.median(ours),
+              "onnxruntime_median_s": statistics.median(theirs)}
+    result["ratio"] = result["byoc_median_s"] / result["onnxruntime_median_s"]
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{os.path.basename(path)}  ({', '.join(result['backends'])}, {args.threads} thread"
+              f"{'s' if args.threads > 1 else ''}, median of {args.repeat})")
+        print(f"  byoc         {result['byoc_median_s'] * 1000:9.2f} ms")
+        print(f"  onnxruntime  {result['onnxruntime_median_s'] * 1000:9.2f} ms")
+        print(f"  ratio        {result['ratio']:9.2f}x")
+    return 0
+
+
+class _threads:
+    """Limit numpy's BLAS to ``n`` threads for the duration (threadpoolctl)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        from threadpoolctl import threadpool_limits
+
+        self.limit = threadpool_limits(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        self.limit.unregister()
+
+
+def cmd_partition(args) -> int:
+    from .partition import annotate_range, partition
+    from .report import format_table, partition_report
+
+    path, mod = _load(args)
+    backends = _backends(args.backend)
+    if not backends:
+        from .errors import InputError
+
+        raise InputError("partition needs --backend NAME[,NAME]")
+    if args.range:
+        start, sep, end = args.range.partition(":")
+        if not sep:
+            from .errors import InputError
+
+            raise InputError(f"--range wants START:END, got {args.range!r}")
+        mod = annotate_range(mod, backends[0], start, end)
+        part = partition(mod, backends=backends, annotated=True)
+    else:
+        part = partition(mod, backends=backends)
+    report = partition_report(part)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_table(report, explain=args.explain))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="byoc", description="Bring your own codegen to ONNX models.")
+    sub = parser.add_subparsers(dest="command")
+
+    def model_arg(p, optional=False):
+        if optional:
+            p.add_argument("model", nargs="?", help="ONNX model (default: the embedded tiny ResNet)")
+        else:
+            p.add_argument("model", help="ONNX model")
+
+    def input_args(p):
+        p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+        p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                       help="value of a symbolic dim for made-up inputs (default 1)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
+        p.add_argument("--threads", type=int, default=1)
+
+    p = sub.add_parser("info", help="opset, nodes, op histogram, inputs and outputs")
+    model_arg(p, optional=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_info)
+
+    p = sub.add_parser("run", help="run a model (seeded random inputs unless given)")
+    model_arg(p, optional=True)
+    input_args(p)
+    p.add_argument("--compare", metavar="onnxruntime")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="fail if any node would run on the host")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("bench", help="median latency of byoc and onnxruntime, interleaved")
+    model_arg(p, optional=True)
+    input_args(p)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("partition", help="what runs where: regions per backend")
+    model_arg(p, optional=True)
+    p.add_argument("--backend", metavar="NAME[,NAME]", required=True)
+    p.add_argument("--explain", action="store_true", help="say why each host node stayed there")
+    p.add_argument("--range", metavar="START:END", help="annotate a node range by hand")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_partition)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        argv = ["run"]
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return 2
+    import warnings
+
+    from .errors import ByocError
+
+    warnings.simplefilter("ignore") if not os.environ.get("BYOC_WARNINGS") else None
+    try:
+        return args.fn(args)
+    except ByocError as exc:
+        print(f"byoc: error: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("byoc: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in byoc: still one line, and how to see more
+        if os.environ.get("BYOC_TRACEBACK"):
+            raise
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"byoc: internal error: {type(exc).__name__}: {msg} (set BYOC_TRACEBACK=1 for the "
+              "traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Shared helpers for byoc's tests: small ONNX models built with onnx.helper."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from byoc.compare import compare_outputs, run_onnxruntime
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset: int = 28, **kw) -> onnx.ModelProto:
+    """A model from nodes and (name, elem_type, shape) input/output triples."""
+    def vi(spec):
+        if isinstance(spec, onnx.ValueInfoProto):
+            return spec
+        name, et, shape = spec
+        return helper.make_tensor_value_info(name, et, shape)
+
+    graph = helper.make_graph(nodes, kw.pop("name", "test"), [vi(i) for i in inputs],
+                              [vi(o) for o in outputs], list(initializers))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in kw.pop("extra_opsets", {}).items()]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=kw.pop("ir_version", 10))
+
+
+def assert_matches_onnxruntime(model: onnx.ModelProto, inputs: dict, rtol: float | None = None):
+    """Run the model with byoc and onnxruntime and compare every output."""
+    import byoc
+
+    got = byoc.build(byoc.load_onnx(model)).run(inputs)
+    want = run_onnxruntime(model, inputs)
+    bad = [c for c in compare_outputs(got, want, rtol) if not c.ok]
+    assert not bad, bad
+    return got
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+FLOAT = TensorProto.FLOAT
+INT64 = TensorProto.INT64
+BOOL = TensorProto.BOOL

@@ -1,0 +1,220 @@
+"""Importing ONNX: spans, constants, types, opset upgrades, subgraphs, and broken models."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import byoc
+from byoc.errors import ModelError
+from byoc.ir import Call, Constant, TensorType, post_order
+from tests.conftest import BOOL, FLOAT, INT64, assert_matches_onnxruntime, make_model
+
+
+def test_spans_are_onnx_node_names_and_generated_names_are_stable():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Neg", ["a"], ["b"]),
+             helper.make_node("Neg", ["b"], ["c"]),
+             helper.make_node("Abs", ["c"], ["y"], name="first")]  # a duplicate name
+    model = make_model(nodes, [("x", FLOAT, [2])], [("y", FLOAT, [2])])
+    names = [[e.span.name for e in post_order(byoc.load_onnx(model).main.body) if isinstance(e, Call)]
+             for _ in range(2)]
+    assert names[0] == names[1]
+    assert names[0] == ["first_1", "Neg_0", "Neg_1", "first_2"]
+    assert len(set(names[0])) == 4
+
+
+def test_initializers_and_constant_nodes_are_constants_and_symbolic_dims_are_kept():
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    nodes = [helper.make_node("Constant", [], ["b"], value_floats=[1.0, 2.0, 3.0]),
+             helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Add", ["m", "b"], ["y"], name="add")]
+    model = make_model(nodes, [("x", FLOAT, ["batch", 2])], [("y", FLOAT, ["batch", 3])], [w])
+    mod = byoc.load_onnx(model)
+    assert [p.name for p in mod.main.params] == ["x"]
+    consts = [e for e in post_order(mod.main.body) if isinstance(e, Constant)]
+    assert sorted(c.name for c in consts) == ["b", "w"]
+    assert mod.main.body.type == TensorType(("batch", 3), "float32")
+    assert mod.main.body.span.name == "add" and mod.main.body.span.outputs == ("y",)
+    x = np.ones((5, 2), np.float32)
+    assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_older_opsets_are_upgraded_to_the_canonical_one():
+    nodes = [helper.make_node("Unsqueeze", ["x"], ["y"], axes=[0])]  # axes as attr: opset < 13
+    model = make_model(nodes, [("x", FLOAT, [3])], [("y", FLOAT, [1, 3])], opset=11)
+    mod = byoc.load_onnx(model)
+    assert mod.attrs["opset_imports"][""] == byoc.op.CANONICAL_OPSET
+    unsq = mod.main.body
+    assert isinstance(unsq.args[1], Constant) and unsq.args[1].value.tolist() == [0]
+    assert_matches_onnxruntime(model, {"x": np.arange(3, dtype=np.float32)})
+
+
+def _if_model(opset=28):
+    # then: y = relu(x) * w_then (a weight inside the branch); else: y = x - outer
+    w_then = numpy_helper.from_array(np.full(3, 2.0, np.float32), "w_then")
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                                helper.make_node("Mul", ["r", "w_then"], ["t_out"])],
+                               "then", [], [helper.make_tensor_value_info("t_out", FLOAT, [3])],
+                               [w_then])
+    else_g = helper.make_graph([helper.make_node("Sub", ["x", "outer"], ["e_out"])],
+                               "else", [], [helper.make_tensor_value_info("e_out", FLOAT, [3])])
+    nodes = [helper.make_node("Neg", ["x"], ["outer"], name="neg"),
+             helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g,
+                              else_branch=else_g)]
+    return make_model(nodes, [("x", FLOAT, [3]), ("cond", BOOL, [])], [("y", FLOAT, [3])], opset=opset)
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_branches_with_captured_values_and_branch_weights(cond):
+    model = _if_model()
+    mod = byoc.load_onnx(model)
+    call = mod.main.body
+    assert call.op == "If"
+    then_f = call.attrs["then_branch"]
+    assert then_f.attrs["captures"] == len(call.args) - 1 == 2  # x and outer
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    assert_matches_onnxruntime(model, {"x": x, "cond": np.array(cond)})
+
+
+def test_loop_running_sum_matches_onnxruntime():
+    # carried: total; scan output: total after each step; reads outer 'step' value.
+    body = helper.make_graph(
+        [helper.make_node("Add", ["total_in", "step"], ["total_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["total_out"], ["scan_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", INT64, []), helper.make_tensor_value_info("cond_in", BOOL, []),
+         helper.make_tensor_value_info("total_in", FLOAT, [2])],
+        [helper.make_tensor_value_info("cond_out", BOOL, []),
+         helper.make_tensor_value_info("total_out", FLOAT, [2]),
+         helper.make_tensor_value_info("scan_out", FLOAT, [2])])
+    nodes = [helper.make_node("Loop", ["n", "", "init"], ["final", "history"], body=body, name="loop")]
+    model = make_model(nodes, [("n", INT64, []), ("init", FLOAT, [2]), ("step", FLOAT, [2])],
+                       [("final", FLOAT, [2]), ("history", FLOAT, [None, 2])])
+    got = assert_matches_onnxruntime(model, {"n": np.array(4, np.int64), "init": np.zeros(2, np.float32),
+                                             "step": np.array([1.0, 0.5], np.float32)})
+    assert got["history"].shape == (4, 2)
+
+
+def test_scan_cumulative_sum_matches_onnxruntime():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "row"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["row_out"])],
+        "body", [helper.make_tensor_value_info("acc_in", FLOAT, [3]),
+                 helper.make_tensor_value_info("row", FLOAT, [3])],
+        [helper.make_tensor_value_info("acc_out", FLOAT, [3]),
+         helper.make_tensor_value_info("row_out", FLOAT, [3])])
+    nodes = [helper.make_node("Scan", ["init", "xs"], ["acc", "ys"], body=body, num_scan_inputs=1)]
+    model = make_model(nodes, [("init", FLOAT, [3]), ("xs", FLOAT, [4, 3])],
+                       [("acc", FLOAT, [3]), ("ys", FLOAT, [4, 3])])
+    rng = np.random.default_rng(1)
+    assert_matches_onnxruntime(model, {"init": np.zeros(3, np.float32),
+                                       "xs": rng.standard_normal((4, 3)).astype(np.float32)})
+
+
+def test_com_microsoft_ops_run_through_onnxruntime():
+    nodes = [helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft", name="gelu")]
+    model = make_model(nodes, [("x", FLOAT, [4, 5])], [("y", FLOAT, [4, 5])],
+                       extra_opsets={"com.microsoft": 1})
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_unsorted_nodes_are_sorted():
+    nodes = [helper.make_node("Neg", ["a"], ["y"], name="second"),
+             helper.make_node("Relu", ["x"], ["a"], name="first")]
+    model = make_model(nodes, [("x", FLOAT, [2])], [("y", FLOAT, [2])])
+    assert_matches_onnxruntime(model, {"x": np.array([-1.0, 2.0], np.float32)})
+
+
+@pytest.mark.parametrize("nodes, message", [
+    ([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Neg", ["x"], ["y"], name="b")],
+     "node 'b' (Neg): writes tensor 'y', which node 'a' writes too"),
+    ([helper.make_node("Relu", ["nowhere"], ["y"], name="r")],
+     "node 'r' (Relu): reads tensor 'nowhere', which no node, input or initializer provides"),
+    ([helper.make_node("Relu", ["z"], ["y"], name="p"), helper.make_node("Neg", ["y"], ["z"], name="q")],
+     "cycle"),
+    ([helper.make_node("Frobnicate", ["x"], ["y"], name="f", domain="acme")],
+     "node 'f' (Frobnicate): unknown op 'Frobnicate' in domain 'acme'"),
+    ([helper.make_node("Relu", ["x"], ["y"], name="r", alpha=1.0)],
+     "node 'r' (Relu): unknown attribute 'alpha'"),
+    ([helper.make_node("Flatten", ["x"], ["y"], name="fl", axis=1.5)],
+     "node 'fl' (Flatten): attribute 'axis' is FLOAT, the op wants INT"),
+])
+def test_broken_graphs_are_refused_naming_the_node(nodes, message):
+    model = make_model(nodes, [("x", FLOAT, [2])], [("y", FLOAT, [2])])
+    model.opset_import.append(helper.make_opsetid("acme", 1))
+    with pytest.raises(ModelError) as info:
+        byoc.load_onnx(model)
+    assert message in str(info.value)
+
+
+def test_not_onnx_and_missing_files(tmp_path):
+    with pytest.raises(ModelError, match="no such file"):
+        byoc.load_onnx(tmp_path / "nope.onnx")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(os.urandom(64) + b"\xff\xff\xff")
+    with pytest.raises(ModelError, match="not an ONNX model"):
+        byoc.load_onnx(junk)
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(onnx.ModelProto(ir_version=8).SerializeToString())
+    with pytest.raises(ModelError, match="no graph"):
+        byoc.load_onnx(empty)
+
+
+def test_newer_opset_is_refused():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", FLOAT, [2])],
+                       [("y", FLOAT, [2])], opset=byoc.op.CANONICAL_OPSET + 1)
+    with pytest.raises(ModelError, match="newer than"):
+        byoc.load_onnx(model)
+
+
+def _external_model(tmp_path, location: str) -> str:
+    w = numpy_helper.from_array(np.arange(4, dtype=np.float32), "w")
+    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", FLOAT, [4])],
+                       [("y", FLOAT, [4])], [w])
+    model_dir = tmp_path / "model"
+    model_dir.mkdir(exist_ok=True)
+    path = model_dir / "m.onnx"
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.bin", size_threshold=0)
+    if location != "weights.bin":
+        m = onnx.load(path, load_external_data=False)
+        for entry in m.graph.initializer[0].external_data:
+            if entry.key == "location":
+                entry.value = location
+        onnx.save(m, path)
+    return str(path)
+
+
+def test_external_data_inside_the_folder_loads(tmp_path):
+    path = _external_model(tmp_path, "weights.bin")
+    out = byoc.build(byoc.load_onnx(path)).run({"x": np.zeros(4, np.float32)})
+    assert out["y"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink"])
+def test_external_data_outside_the_folder_is_refused(tmp_path, kind):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    if kind == "dotdot":
+        path = _external_model(tmp_path, "../secret.bin")
+    elif kind == "absolute":
+        path = _external_model(tmp_path, str(secret))
+    else:
+        path = _external_model(tmp_path, "link.bin")
+        os.symlink(secret, tmp_path / "model" / "link.bin")
+    with pytest.raises(ModelError, match="tensor 'w'.*(absolute|outside)"):
+        byoc.load_onnx(path)
+
+
+def test_a_modelproto_given_is_not_modified():
+    model = _if_model()
+    before = model.SerializeToString()
+    byoc.load_onnx(model)
+    assert model.SerializeToString() == before

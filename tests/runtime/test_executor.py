@@ -1,0 +1,77 @@
+"""The host executor: input checks before anything runs, errors that name the node, freeing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import byoc
+from byoc.errors import InputError, KernelError
+from byoc.runtime.plan import CALL
+from tests.conftest import FLOAT, INT64, make_model
+
+
+def _model():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Relu", ["m"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "m"], ["y"], name="add")]
+    return make_model(nodes, [("x", FLOAT, ["n", 3]), ("w", FLOAT, [3, "k"])], [("y", FLOAT, ["n", "k"])])
+
+
+@pytest.fixture
+def exe():
+    return byoc.build(byoc.load_onnx(_model()))
+
+
+def test_runs_and_names_outputs(exe):
+    x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    out = exe.run({"x": x, "w": w})
+    assert list(out) == ["y"] and out["y"].shape == (2, 4)
+    np.testing.assert_array_equal(out["y"], np.full((2, 4), 6.0, np.float32))
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ({"x": np.ones((2, 3), np.float32), "w": np.ones((3, 4), np.float32), "z": 1}, "unknown input 'z'"),
+    ({"x": np.ones((2, 3), np.float32)}, "missing input 'w'"),
+    ({"x": np.ones((2, 3), np.float64), "w": np.ones((3, 4), np.float32)}, "must be float32, got float64"),
+    ({"x": np.ones((2, 3, 1), np.float32), "w": np.ones((3, 4), np.float32)}, "must have rank 2"),
+    ({"x": np.ones((2, 5), np.float32), "w": np.ones((3, 4), np.float32)}, "got (2, 5) (dim 1)"),
+])
+def test_bad_inputs_are_refused_before_running(exe, inputs, message):
+    with pytest.raises(InputError) as info:
+        exe.run(inputs)
+    assert message in str(info.value)
+
+
+def test_a_symbolic_dim_must_agree_across_inputs():
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
+    model = make_model(nodes, [("a", FLOAT, ["n"]), ("b", FLOAT, ["n"])], [("y", FLOAT, ["n"])])
+    exe = byoc.build(byoc.load_onnx(model))
+    with pytest.raises(InputError, match="dim 'n' is 3 in 'a'"):
+        exe.run({"a": np.ones(3, np.float32), "b": np.ones(4, np.float32)})
+
+
+def test_a_failing_kernel_names_its_node_and_op():
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="bad_reshape")]
+    model = make_model(nodes, [("x", FLOAT, [6]), ("shape", INT64, [2])], [("y", FLOAT, None)])
+    exe = byoc.build(byoc.load_onnx(model))
+    with pytest.raises(KernelError, match="node 'bad_reshape' \\(Reshape\\)"):
+        exe.run({"x": np.ones(6, np.float32), "shape": np.array([4, 4], np.int64)})
+
+
+def test_intermediates_are_freed_after_their_last_use(exe):
+    plan = exe.main_plan
+    calls = [i for i in plan.instrs if i.kind == CALL]
+    names = [i.call.span.name for i in calls]
+    assert names == ["mm", "relu", "add"]
+    m_slot = calls[0].out
+    # m is read by relu and add: freed after add, not before.
+    assert m_slot not in calls[1].free and m_slot in calls[2].free
+    assert plan.output_slots[0] not in sum((i.free for i in plan.instrs), ())
+
+
+def test_nan_and_inf_propagate():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", FLOAT, [3])], [("y", FLOAT, [3])])
+    out = byoc.build(byoc.load_onnx(model)).run({"x": np.array([np.nan, np.inf, -np.inf], np.float32)})
+    assert np.isnan(out["y"][0]) and out["y"][1] == np.inf and out["y"][2] == 0
