@@ -46,9 +46,11 @@ def type_from_proto(tp: TypeProto) -> Type:
         tt = tp.tensor_type
         shape = None
         if tt.HasField("shape"):
+            # Some exporters (Paddle) write dim_value -1 or dim_param "?" for "dynamic": those
+            # are unknown dims, not one symbol shared by every such dim.
             shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in tt.shape.dim)
+                (d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value")
+                else (d.dim_param if d.dim_param not in ("", "?") else None) for d in tt.shape.dim)
         return TensorType(shape, dtype_name(tt.elem_type))
     return OpaqueType(kind or "unknown")
 
