@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     """The ONNX node a value came from. Passes carry spans over; they never branch on them.
 
     ``outputs`` are the ONNX names of the values the node wrote ("" for an omitted output).
+    A NamedTuple rather than a dataclass: the importer makes one per node, and a tuple is
+    the cheapest immutable record Python has (spans must cost little at import).
     """
 
     name: str

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.inliner
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
@@ -211,8 +212,9 @@ class _Scope:
 class Importer:
     """Turns one (already upgraded and shape-inferred) ModelProto into an IRModule."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, spans: bool = True):
         self.model = model
+        self.keep_spans = spans
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         self.opsets.pop("ai.onnx", None)
         self.used_names: Counter[str] = Counter()
@@ -283,9 +285,10 @@ class Importer:
             scope.values[sp.values.name] = Constant(_sparse_to_dense(sp), sp.values.name)
 
         nodes = [_Node(n) for n in graph.node]
-        spans = [self.span(n) for n in nodes]
+        spans = [self.span(n) for n in nodes] if self.keep_spans else [None] * len(nodes)
+        names = [s.name for s in spans] if self.keep_spans else [n.proto.name for n in nodes]
         known = set(scope.values)
-        order = _topological(nodes, [s.name for s in spans], known, scope.has)
+        order = _topological(nodes, names, known, scope.has)
         for i in order:
             self.import_node(nodes[i], spans[i], scope)
 
@@ -302,21 +305,22 @@ class Importer:
             attrs["captures"] = len(scope.captures)
         return Function(tuple(params), body, attrs)
 
-    def import_node(self, node: _Node, span: Span, scope: _Scope) -> None:
+    def import_node(self, node: _Node, span: Span | None, scope: _Scope) -> None:
+        label = span.name if span is not None else node.proto.name
         domain = node.domain if node.domain != "ai.onnx" else ""
         op = f"{domain}.{node.op_type}" if domain else node.op_type
         if op == "Constant":
             try:
                 value = _constant_value(node.proto)
             except (TypeError, ValueError) as exc:
-                raise ModelError(f"bad value: {exc}", span.name, "Constant") from None
+                raise ModelError(f"bad value: {exc}", label, "Constant") from None
             scope.values[node.outputs[0]] = Constant(value, node.outputs[0])
             return
         entry = registry.lookup(op)
         if entry is None:
             where = f" in domain {domain!r}" if domain else ""
-            raise ModelError(f"unknown op {node.op_type!r}{where}", span.name, node.op_type)
-        attrs = self.import_attrs(node.proto, span, entry, scope) if node.proto.attribute else {}
+            raise ModelError(f"unknown op {node.op_type!r}{where}", label, node.op_type)
+        attrs = self.import_attrs(node.proto, label, entry, scope) if node.proto.attribute else {}
         args: list[Expr | None] = [scope.get(name) if name else None for name in node.inputs]
         while args and args[-1] is None:
             args.pop()
@@ -355,30 +359,30 @@ class Importer:
         return [k if k is not UNKNOWN else (inferred[i] if i < len(inferred) else UNKNOWN)
                 for i, k in enumerate(known)]
 
-    def import_attrs(self, node: onnx.NodeProto, span: Span, entry, scope: _Scope) -> dict[str, Any]:
+    def import_attrs(self, node: onnx.NodeProto, label: str, entry, scope: _Scope) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         schema = entry.schema
         for attr in node.attribute:
             if attr.ref_attr_name:
                 raise ModelError(f"attribute {attr.name!r} refers to a function attribute outside "
-                                 "a function", span.name, node.op_type)
+                                 "a function", label, node.op_type)
             if schema is not None and attr.name not in schema.attributes \
                     and entry.kernel_source != "onnxruntime":
-                raise ModelError(f"unknown attribute {attr.name!r}", span.name, node.op_type)
+                raise ModelError(f"unknown attribute {attr.name!r}", label, node.op_type)
             if schema is not None and attr.name in schema.attributes:
                 expected = int(schema.attributes[attr.name].type)
                 if attr.type != expected and attr.type != onnx.AttributeProto.UNDEFINED:
                     got = onnx.AttributeProto.AttributeType.Name(attr.type)
                     want = onnx.AttributeProto.AttributeType.Name(expected)
                     raise ModelError(f"attribute {attr.name!r} is {got}, the op wants {want}",
-                                     span.name, node.op_type)
+                                     label, node.op_type)
             try:
                 attrs[attr.name] = onnx_bridge.attr_value(
                     attr, graph=lambda g: self.import_graph(g, scope))
             except ModelError:
                 raise
             except Exception as exc:
-                raise ModelError(f"bad attribute {attr.name!r}: {exc}", span.name,
+                raise ModelError(f"bad attribute {attr.name!r}: {exc}", label,
                                  node.op_type) from None
         return attrs
 
@@ -402,11 +406,13 @@ class Importer:
         return [scope.get(n) for n in names]
 
 
-def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = True) -> IRModule:
+def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = True,
+              spans: bool = True) -> IRModule:
     """Import an ONNX model (a path, bytes or a ModelProto) into an IRModule.
 
     The model is upgraded to the canonical opset where onnx's version converter can, its local
-    functions are inlined, and ONNX shape inference fills in the types.
+    functions are inlined, and ONNX shape inference fills in the types. ``spans=False`` leaves
+    spans out (only to measure what they cost: errors then name nodes less well).
     """
     model, base_dir = read_model(path_or_model)
     model = _copy_if_needed(model, path_or_model)
@@ -424,7 +430,7 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
         model = upgrade_opset(model, CANONICAL_OPSET)
     if infer_shapes:
         model = _infer_shapes(model)
-    return Importer(model).run()
+    return Importer(model, spans=spans).run()
 
 
 def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:

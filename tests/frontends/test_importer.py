@@ -218,3 +218,15 @@ def test_a_modelproto_given_is_not_modified():
     before = model.SerializeToString()
     byoc.load_onnx(model)
     assert model.SerializeToString() == before
+
+
+def test_model_local_functions_are_inlined():
+    fn = helper.make_function("acme.fn", "Swish", ["X"], ["Y"],
+                              [helper.make_node("Sigmoid", ["X"], ["S"]), helper.make_node("Mul", ["X", "S"], ["Y"])],
+                              [helper.make_opsetid("", 28)])
+    model = make_model([helper.make_node("Swish", ["x"], ["y"], domain="acme.fn", name="swish")],
+                       [("x", FLOAT, [5])], [("y", FLOAT, [5])], extra_opsets={"acme.fn": 1})
+    model.functions.append(fn)
+    mod = byoc.load_onnx(model)
+    assert sorted(e.op for e in post_order(mod.main.body) if isinstance(e, Call)) == ["Mul", "Sigmoid"]
+    assert_matches_onnxruntime(model, {"x": np.linspace(-3, 3, 5).astype(np.float32)})

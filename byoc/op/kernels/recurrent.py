@@ -1,0 +1,202 @@
+"""LSTM, GRU and RNN: the input projection for every time step in one matmul, then a loop.
+
+The loop over time is inherent (each step needs the last hidden state); everything inside a
+step is a batched matmul and vectorized gates. Gate orders are ONNX's: LSTM i,o,f,c; GRU z,r,h.
+Configurations not written here (input_forget, unusual activations) raise NotImplementedError,
+which sends the call to onnx.reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ._registry import arg, kernel
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp of a non-positive number only: no overflow warnings for large |x|.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sigmoid": _sigmoid,
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0),
+}
+
+
+def _activations(attrs: dict, defaults: list[str], directions: int) -> list[list[Callable]]:
+    names = attrs.get("activations") or defaults * directions
+    if attrs.get("activation_alpha") or attrs.get("activation_beta"):
+        raise NotImplementedError("RNN activations with alpha/beta")
+    per = len(defaults)
+    if len(names) == per and directions == 2:
+        names = names * 2
+    fns = []
+    for name in names:
+        fn = _ACTIVATIONS.get(name.lower())
+        if fn is None:
+            raise NotImplementedError(f"RNN activation {name}")
+        fns.append(fn)
+    return [fns[d * per:(d + 1) * per] for d in range(directions)]
+
+
+def _setup(attrs: dict, x: np.ndarray, n_gates: int, inputs) -> tuple:
+    """Common inputs of the three ops, in seq-major layout."""
+    layout = int(attrs.get("layout", 0))
+    if layout:
+        x = np.swapaxes(x, 0, 1)
+    direction = attrs.get("direction", "forward")
+    directions = 2 if direction == "bidirectional" else 1
+    w, r = inputs[0], inputs[1]
+    hidden = int(attrs.get("hidden_size", r.shape[-1]))
+    b = arg(inputs, 2)
+    seq_lens = arg(inputs, 3)
+    h0 = arg(inputs, 4)
+    seq, batch = x.shape[0], x.shape[1]
+    if b is None:
+        b = np.zeros((directions, 2 * n_gates * hidden), x.dtype)
+    if h0 is not None and layout:
+        h0 = np.swapaxes(h0, 0, 1)
+    if seq_lens is not None and np.all(seq_lens == seq):
+        seq_lens = None
+    return x, layout, direction, directions, w, r, b, hidden, seq_lens, h0, seq, batch
+
+
+def _clipper(attrs: dict) -> Callable[[np.ndarray], np.ndarray]:
+    """The cell clip: gate pre-activations held to [-clip, clip] when the attr is set."""
+    limit = attrs.get("clip")
+    if limit is None:
+        return lambda v: v
+    return lambda v: np.clip(v, -limit, limit)
+
+
+def _step_order(direction: str, d: int, seq: int) -> range:
+    reverse = direction == "reverse" or (direction == "bidirectional" and d == 1)
+    return range(seq - 1, -1, -1) if reverse else range(seq)
+
+
+def _finish(attrs: dict, layout: int, ys: list[np.ndarray], hs: list[np.ndarray],
+            cs: list[np.ndarray] | None):
+    y = np.stack(ys, axis=1)  # [seq, dirs, batch, hidden]
+    y_h = np.stack(hs)  # [dirs, batch, hidden]
+    y_c = np.stack(cs) if cs is not None else None
+    if layout:
+        y = np.transpose(y, (2, 0, 1, 3))
+        y_h = np.swapaxes(y_h, 0, 1)
+        y_c = np.swapaxes(y_c, 0, 1) if y_c is not None else None
+    return (y, y_h) if y_c is None else (y, y_h, y_c)
+
+
+def _mask(seq_lens, t: int, dtype) -> np.ndarray | None:
+    return None if seq_lens is None else (t < seq_lens).astype(dtype)[:, None]
+
+
+@kernel("LSTM")
+def lstm(attrs: dict, x: np.ndarray, *inputs):
+    if int(attrs.get("input_forget", 0)):
+        raise NotImplementedError("LSTM input_forget=1")
+    x, layout, direction, dirs, w, r, b, hidden, seq_lens, h0, seq, batch = _setup(attrs, x, 4, inputs)
+    c0 = arg(inputs, 5)
+    if c0 is not None and layout:
+        c0 = np.swapaxes(c0, 0, 1)
+    peep = arg(inputs, 6)
+    clip = _clipper(attrs)
+    acts = _activations(attrs, ["Sigmoid", "Tanh", "Tanh"], dirs)
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        f, g, h_act = acts[d]
+        xw = x @ w[d].T + (b[d, :4 * hidden] + b[d, 4 * hidden:])  # [seq, batch, 4h]
+        rt = np.ascontiguousarray(r[d].T)
+        h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
+        c = c0[d] if c0 is not None else np.zeros((batch, hidden), x.dtype)
+        p_i, p_o, p_f = (np.split(peep[d], 3) if peep is not None else (None, None, None))
+        y = np.zeros((seq, batch, hidden), x.dtype)
+        for t in _step_order(direction, d, seq):
+            gates = clip(xw[t] + h @ rt)
+            gi, go, gf, gc = np.split(gates, 4, axis=1)
+            if p_i is not None:
+                gi = gi + p_i * c
+                gf = gf + p_f * c
+            i, fg, cc = f(gi), f(gf), g(gc)
+            c_new = fg * c + i * cc
+            if p_o is not None:
+                go = go + p_o * c_new
+            h_new = f(go) * h_act(c_new)
+            m = _mask(seq_lens, t, x.dtype)
+            if m is None:
+                h, c = h_new, c_new
+                y[t] = h
+            else:
+                h = m * h_new + (1 - m) * h
+                c = m * c_new + (1 - m) * c
+                y[t] = m * h_new
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    return _finish(attrs, layout, ys, hs, cs)
+
+
+@kernel("GRU")
+def gru(attrs: dict, x: np.ndarray, *inputs):
+    x, layout, direction, dirs, w, r, b, hidden, seq_lens, h0, seq, batch = _setup(attrs, x, 3, inputs)
+    linear_before_reset = int(attrs.get("linear_before_reset", 0))
+    clip = _clipper(attrs)
+    acts = _activations(attrs, ["Sigmoid", "Tanh"], dirs)
+    ys, hs = [], []
+    for d in range(dirs):
+        f, g = acts[d]
+        wb, rb = b[d, :3 * hidden], b[d, 3 * hidden:]
+        xw = x @ w[d].T + wb  # [seq, batch, 3h]
+        r_zr = np.ascontiguousarray(r[d, :2 * hidden].T)
+        r_h = np.ascontiguousarray(r[d, 2 * hidden:].T)
+        rb_zr, rb_h = rb[:2 * hidden], rb[2 * hidden:]
+        h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
+        y = np.zeros((seq, batch, hidden), x.dtype)
+        for t in _step_order(direction, d, seq):
+            zr = f(clip(xw[t, :, :2 * hidden] + h @ r_zr + rb_zr))
+            z, rg = zr[:, :hidden], zr[:, hidden:]
+            if linear_before_reset:
+                hh = g(clip(xw[t, :, 2 * hidden:] + rg * (h @ r_h + rb_h)))
+            else:
+                hh = g(clip(xw[t, :, 2 * hidden:] + (rg * h) @ r_h + rb_h))
+            h_new = (1 - z) * hh + z * h
+            m = _mask(seq_lens, t, x.dtype)
+            if m is None:
+                h = h_new
+                y[t] = h
+            else:
+                h = m * h_new + (1 - m) * h
+                y[t] = m * h_new
+        ys.append(y)
+        hs.append(h)
+    return _finish(attrs, layout, ys, hs, None)
+
+
+@kernel("RNN")
+def rnn(attrs: dict, x: np.ndarray, *inputs):
+    x, layout, direction, dirs, w, r, b, hidden, seq_lens, h0, seq, batch = _setup(attrs, x, 1, inputs)
+    clip = _clipper(attrs)
+    acts = _activations(attrs, ["Tanh"], dirs)
+    ys, hs = [], []
+    for d in range(dirs):
+        (f,) = acts[d]
+        xw = x @ w[d].T + (b[d, :hidden] + b[d, hidden:])
+        rt = np.ascontiguousarray(r[d].T)
+        h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
+        y = np.zeros((seq, batch, hidden), x.dtype)
+        for t in _step_order(direction, d, seq):
+            h_new = f(clip(xw[t] + h @ rt))
+            m = _mask(seq_lens, t, x.dtype)
+            if m is None:
+                h = h_new
+                y[t] = h
+            else:
+                h = m * h_new + (1 - m) * h
+                y[t] = m * h_new
+        ys.append(y)
+        hs.append(h)
+    return _finish(attrs, layout, ys, hs, None)
