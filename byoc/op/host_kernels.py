@@ -77,6 +77,28 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
     return factory
 
 
+def guarded(op: str, factory: KernelFactory) -> KernelFactory:
+    """``factory``'s kernel, refusing outputs bigger than byoc may allocate (see limits.py)."""
+    from ..runtime import limits
+
+    def make(call: Call, ctx: KernelContext) -> Kernel:
+        kernel = factory(call, ctx)
+        out_t = call.type.fields[0] if isinstance(call.type, TupleType) else call.type
+        itemsize = np.dtype(out_t.dtype).itemsize if isinstance(out_t, TensorType) and \
+            out_t.dtype and out_t.dtype != "object" else 8
+
+        def run(*arrays):
+            shape = limits.requested_shape(op, call.attrs, arrays)
+            why = shape is not None and limits.too_big(shape, itemsize)
+            if why:
+                raise MemoryError(f"refused to allocate: {why}")
+            return kernel(*arrays)
+
+        return run
+
+    return make
+
+
 def _one_node_model(call: Call, opsets: dict[str, int]) -> tuple[onnx.ModelProto, list[str]]:
     """A model of just this call, inputs i0.. and outputs o0.., dtypes fixed, shapes free."""
     from ..frontends.onnx.exporter import export_function

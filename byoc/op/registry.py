@@ -84,6 +84,7 @@ def _fuse_pattern(op_type: str) -> FusePattern:
 
 
 def _build() -> dict[str, OpDef]:
+    from ..runtime import limits
     from .kernels import HAND_KERNELS
 
     table: dict[str, OpDef] = {}
@@ -102,6 +103,8 @@ def _build() -> dict[str, OpDef]:
             factory, source = host_kernels.hand(HAND_KERNELS[op]), "numpy"
         else:
             factory, source = host_kernels.reference, "reference"
+        if op in limits.GUARDED:
+            factory = host_kernels.guarded(op, factory)
         rule = HAND_RULES.get(op) or type_rules.onnx_inference(op, CANONICAL_OPSET)
         table[op] = OpDef(op, _fuse_pattern(op), rule, factory, latest, source)
     return table

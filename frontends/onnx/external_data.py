@@ -1,7 +1,10 @@
-"""Load a model's external data, but only from files inside the model's own folder.
+"""External data: checked up front, and read only from files inside the model's own folder.
 
 A model names its external files itself, so a hostile one could point at ``../../etc/passwd``,
 an absolute path, or a symlink leading out. Each location is resolved and must stay inside.
+Initializers are memory-mapped read-only rather than read, so a 2 GB+ model costs no copy, and
+the ModelProto never holds the data (protobuf cannot serialize past 2 GB, and shape inference
+serializes it).
 """
 
 from __future__ import annotations
@@ -9,25 +12,28 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import numpy as np
 import onnx
 from onnx import TensorProto, external_data_helper
 
 from byoc.errors import ModelError
 
+from byoc.op import onnx_bridge
 
-def _tensors(graph: onnx.GraphProto) -> Iterator[tuple[TensorProto, str]]:
-    """Every tensor of a graph and its subgraphs, with the name of the node holding it."""
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[tuple[TensorProto, str, bool]]:
+    """Every tensor of a graph and its subgraphs: (tensor, holding node's name, is initializer)."""
     stack = [graph]
     while stack:
         g = stack.pop()
         for t in g.initializer:
-            yield t, ""
+            yield t, "", True
         for node in g.node:
             for attr in node.attribute:
                 if attr.HasField("t"):
-                    yield attr.t, node.name
+                    yield attr.t, node.name, False
                 for t in attr.tensors:
-                    yield t, node.name
+                    yield t, node.name, False
                 if attr.HasField("g"):
                     stack.append(attr.g)
                 stack.extend(attr.graphs)
@@ -50,24 +56,55 @@ def safe_location(base_dir: str, location: str, tensor: str) -> str:
     return path
 
 
-def load_external_data(model: onnx.ModelProto, base_dir: str | None) -> None:
-    """Fill every external tensor of ``model`` in place from files under ``base_dir``."""
-    for tensor, node in _tensors(model.graph):
-        if not external_data_helper.uses_external_data(tensor):
+def _extent(tensor: TensorProto, base_dir: str | None, node: str) -> tuple[str, int, int]:
+    """(path, offset, length) of a tensor's external bytes, every bound checked."""
+    if base_dir is None:
+        raise ModelError(f"tensor {tensor.name!r} uses external data, which needs the model to "
+                         "be loaded from a path", node=node or None)
+    info = external_data_helper.ExternalDataInfo(tensor)
+    path = safe_location(base_dir, info.location, tensor.name)
+    size = os.path.getsize(path)
+    offset = info.offset or 0
+    length = info.length if info.length is not None else size - offset
+    if offset < 0 or length < 0 or offset + length > size:
+        raise ModelError(f"tensor {tensor.name!r}: external data range {offset}+{length} is "
+                         f"outside its file ({size} bytes)")
+    dtype = onnx_bridge.dtype_name(tensor.data_type)
+    if dtype is None or dtype == "object":
+        raise ModelError(f"tensor {tensor.name!r}: external data of type {tensor.data_type} "
+                         "is not supported")
+    want = int(np.prod(tensor.dims, dtype=object)) * np.dtype(dtype).itemsize
+    if want != length:
+        raise ModelError(f"tensor {tensor.name!r}: shape {list(tensor.dims)} needs {want} bytes, "
+                         f"its external data has {length}")
+    return path, offset, length
+
+
+def check_external_data(model: onnx.ModelProto, base_dir: str | None) -> None:
+    """Refuse the model now if any external tensor points outside its folder or its file."""
+    for tensor, node, _ in _tensors(model.graph):
+        if external_data_helper.uses_external_data(tensor):
+            _extent(tensor, base_dir, node)
+
+
+def load_attribute_data(model: onnx.ModelProto, base_dir: str | None) -> None:
+    """Fill external tensors held in node attributes in place (rare, and small)."""
+    for tensor, node, is_init in _tensors(model.graph):
+        if is_init or not external_data_helper.uses_external_data(tensor):
             continue
-        info = external_data_helper.ExternalDataInfo(tensor)
-        if base_dir is None:
-            raise ModelError(f"tensor {tensor.name!r} uses external data, which needs the model "
-                             "to be loaded from a path", node=node or None)
-        path = safe_location(base_dir, info.location, tensor.name)
-        size = os.path.getsize(path)
-        offset = info.offset or 0
-        length = info.length if info.length is not None else size - offset
-        if offset < 0 or length < 0 or offset + length > size:
-            raise ModelError(f"tensor {tensor.name!r}: external data range {offset}+{length} is "
-                             f"outside its file ({size} bytes)")
+        path, offset, length = _extent(tensor, base_dir, node)
         with open(path, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read(length)
         tensor.data_location = TensorProto.DEFAULT
         del tensor.external_data[:]
+
+
+def external_array(tensor: TensorProto, base_dir: str | None) -> np.ndarray:
+    """An external initializer as a read-only memory map of its file."""
+    path, offset, length = _extent(tensor, base_dir, "")
+    dtype = np.dtype(onnx_bridge.dtype_name(tensor.data_type))
+    shape = tuple(tensor.dims)
+    if length == 0:
+        return np.zeros(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.inliner
+from onnx import external_data_helper
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
@@ -23,9 +24,9 @@ from byoc.errors import ModelError
 from byoc.ir import (UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple,
                      TupleGetItem, TupleType, Type, Var)
 from byoc.op import CANONICAL_OPSET, onnx_bridge, registry
-from byoc.op.builder import default_outputs
+from byoc.runtime import limits
 
-from .external_data import load_external_data
+from .external_data import check_external_data, external_array, load_attribute_data
 from .upgrade import upgrade_opset
 
 
@@ -212,8 +213,9 @@ class _Scope:
 class Importer:
     """Turns one (already upgraded and shape-inferred) ModelProto into an IRModule."""
 
-    def __init__(self, model: onnx.ModelProto, spans: bool = True):
+    def __init__(self, model: onnx.ModelProto, spans: bool = True, base_dir: str | None = None):
         self.model = model
+        self.base_dir = base_dir
         self.keep_spans = spans
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         self.opsets.pop("ai.onnx", None)
@@ -235,6 +237,16 @@ class Importer:
                         stack.append(attr.g)
                     elif attr.type == onnx.AttributeProto.GRAPHS:
                         stack.extend(attr.graphs)
+
+    def initializer(self, t: onnx.TensorProto) -> np.ndarray:
+        """An initializer's value: external data memory-mapped, declared size checked."""
+        if external_data_helper.uses_external_data(t):
+            return external_array(t, self.base_dir)
+        try:
+            return numpy_helper.to_array(t)
+        except Exception as exc:  # a declared shape its data does not fill, a bad type
+            raise ModelError(f"initializer {t.name!r} (shape {list(t.dims)}): its data does not "
+                             f"match ({str(exc).splitlines()[0][:200]})") from None
 
     def type_of(self, name: str) -> Type:
         """The declared or inferred type of a value (converted once per distinct type)."""
@@ -280,7 +292,7 @@ class Importer:
         for t in graph.initializer:
             if t.name in scope.values and not top:
                 continue
-            scope.values[t.name] = Constant(numpy_helper.to_array(t), t.name)
+            scope.values[t.name] = Constant(self.initializer(t), t.name)
         for sp in graph.sparse_initializer:
             scope.values[sp.values.name] = Constant(_sparse_to_dense(sp), sp.values.name)
 
@@ -333,6 +345,11 @@ class Importer:
         types = [self.type_of(o) if o else UNKNOWN for o in outputs]
         if any(t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None) for t in types):
             types = self._infer(entry, attrs, args, n, types)
+        for t in types:
+            if isinstance(t, TensorType) and t.is_static and t.dtype and t.dtype != "object":
+                why = limits.too_big(t.shape, np.dtype(t.dtype).itemsize)  # type: ignore[arg-type]
+                if why:
+                    raise ModelError(f"its output {why}", label, node.op_type)
         out_type: Type = types[0] if n == 1 else TupleType(tuple(types))
         call = Call(op, tuple(args), attrs, out_type, span)
         if n == 1:
@@ -416,7 +433,8 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
     """
     model, base_dir = read_model(path_or_model)
     model = _copy_if_needed(model, path_or_model)
-    load_external_data(model, base_dir)
+    check_external_data(model, base_dir)
+    load_attribute_data(model, base_dir)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is not None and opset > CANONICAL_OPSET:
         raise ModelError(f"opset {opset} is newer than the newest this byoc supports "
@@ -430,7 +448,7 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
         model = upgrade_opset(model, CANONICAL_OPSET)
     if infer_shapes:
         model = _infer_shapes(model)
-    return Importer(model, spans=spans).run()
+    return Importer(model, spans=spans, base_dir=base_dir).run()
 
 
 def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:

@@ -1,0 +1,84 @@
+"""How big a tensor byoc will allocate, and the checks that hold models to it.
+
+A model decides the sizes of the tensors it makes (ConstantOfShape, Expand, Tile, Range,
+Resize, Pad...), so a hostile one could ask for terabytes. Requests are checked before anything
+is allocated: statically at import where shapes are known, and at run time for ops whose output
+size comes from their input values. The limit is the machine's memory unless
+``BYOC_MAX_TENSOR_BYTES`` says less (or more).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def max_tensor_bytes() -> int:
+    """The largest single tensor byoc will make."""
+    env = os.environ.get("BYOC_MAX_TENSOR_BYTES")
+    if env and env.isdigit():
+        return int(env)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 36
+
+
+def too_big(shape: Sequence[int], itemsize: int) -> str | None:
+    """Why a tensor of this shape may not be allocated, or None if it may."""
+    elements = math.prod(int(d) for d in shape)
+    limit = max_tensor_bytes()
+    if any(int(d) < 0 for d in shape):
+        return f"shape {list(shape)} has a negative dim"
+    if elements * itemsize > limit:
+        return (f"shape {list(shape)} would take {elements * itemsize:,} bytes, more than the "
+                f"{limit:,} byoc may allocate (BYOC_MAX_TENSOR_BYTES)")
+    return None
+
+
+def _values(x) -> list[int]:
+    return [int(v) for v in np.asarray(x).reshape(-1).tolist()]
+
+
+def requested_shape(op: str, attrs: dict, inputs: Sequence) -> list[int] | None:
+    """The output shape an allocating op is about to make, from its inputs (None: unknown)."""
+    if op == "ConstantOfShape":
+        return _values(inputs[0])
+    if op == "Expand":
+        x, shape = np.shape(inputs[0]), _values(inputs[1])
+        rank = max(len(x), len(shape))
+        x = (1,) * (rank - len(x)) + tuple(x)
+        shape = [1] * (rank - len(shape)) + shape
+        return [max(a, b) for a, b in zip(x, shape)]
+    if op == "Tile":
+        return [a * b for a, b in zip(np.shape(inputs[0]), _values(inputs[1]))]
+    if op == "Range":
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in inputs[:3])
+        if delta == 0 or not all(map(math.isfinite, (start, limit, delta))):
+            return None
+        return [max(int(math.ceil((limit - start) / delta)), 0)]
+    if op == "Pad":
+        pads = _values(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else []
+        shape = list(np.shape(inputs[0]))
+        if len(pads) == 2 * len(shape):
+            return [d + pads[i] + pads[i + len(shape)] for i, d in enumerate(shape)]
+        return None
+    if op in ("Resize", "Upsample"):
+        shape = np.shape(inputs[0])
+        sizes = inputs[3] if len(inputs) > 3 else None
+        scales = inputs[2] if len(inputs) > 2 else (inputs[1] if op == "Upsample" else None)
+        if sizes is not None and np.size(sizes) == len(shape):
+            return _values(sizes)
+        if scales is not None and np.size(scales) == len(shape):
+            return [int(math.floor(d * float(s))) for d, s in zip(shape, np.asarray(scales).reshape(-1))]
+        return None
+    if op == "OneHot":
+        depth = int(np.asarray(inputs[1]).reshape(-1)[0])
+        return [*np.shape(inputs[0]), depth]
+    return None
+
+
+GUARDED = {"ConstantOfShape", "Expand", "Tile", "Range", "Pad", "Resize", "Upsample", "OneHot"}
