@@ -230,3 +230,36 @@ def test_model_local_functions_are_inlined():
     mod = byoc.load_onnx(model)
     assert sorted(e.op for e in post_order(mod.main.body) if isinstance(e, Call)) == ["Mul", "Sigmoid"]
     assert_matches_onnxruntime(model, {"x": np.linspace(-3, 3, 5).astype(np.float32)})
+
+
+def test_a_2gb_external_data_model_loads_without_copying(tmp_path):
+    """600M floats (2.4 GB) of external data in a sparse file: memory-mapped, not read."""
+    n = 600_000_000
+    big = TensorProto(name="big", data_type=TensorProto.FLOAT, dims=[n])
+    big.data_location = TensorProto.EXTERNAL
+    for k, v in {"location": "big.bin", "offset": "0", "length": str(4 * n)}.items():
+        entry = big.external_data.add()
+        entry.key, entry.value = k, v
+    idx = numpy_helper.from_array(np.array([0, n - 1], np.int64), "idx")
+    model = make_model([helper.make_node("Gather", ["big", "idx"], ["y"], name="pick")], [],
+                       [("y", FLOAT, [2])], [big, idx])
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.truncate(4 * n)  # sparse: no disk used, reads as zeros
+    onnx.save(model, tmp_path / "m.onnx")
+    mod = byoc.load_onnx(tmp_path / "m.onnx")
+    const = next(e for e in post_order(mod.main.body) if isinstance(e, Constant) and e.name == "big")
+    assert isinstance(const.value, np.memmap) and const.value.shape == (n,)
+    assert byoc.build(mod).run({})["y"].tolist() == [0.0, 0.0]
+
+
+def test_external_data_whose_length_does_not_fit_its_shape_is_refused(tmp_path):
+    t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1000])
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in {"location": "w.bin", "offset": "0", "length": "16"}.items():
+        entry = t.external_data.add()
+        entry.key, entry.value = k, v
+    (tmp_path / "w.bin").write_bytes(b"\0" * 16)
+    model = make_model([helper.make_node("Relu", ["w"], ["y"])], [], [("y", FLOAT, [1000])], [t])
+    onnx.save(model, tmp_path / "m.onnx")
+    with pytest.raises(ModelError, match="needs 4000 bytes, its external data has 16"):
+        byoc.load_onnx(tmp_path / "m.onnx")
