@@ -49,7 +49,7 @@ def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tu
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
-        raise ModelError(f"not an ONNX model (protobuf parse failed: {exc})") from None
+        raise ModelError(f"not an ONNX model: truncated or not a ModelProto ({exc})") from None
     if not model.HasField("graph"):
         raise ModelError("not an ONNX model: it has no graph")
     return model, base
