@@ -9,7 +9,9 @@ reported with the ONNX node's name and op.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,15 +67,17 @@ class Executable:
         """Run any function of the module (a body, a composite) on positional arrays."""
         return self._execute(self.plan(func), args)
 
-    def _execute(self, plan: Plan, args: list) -> list:
+    def _execute(self, plan: Plan, args: list, probe: Probe | None = None) -> list:
         slots: list[Any] = [None] * plan.n_slots
         for s, a in zip(plan.param_slots, args):
             slots[s] = a
         for s, v in plan.constants:
             slots[s] = v
+        clock = time.perf_counter
         for ins in plan.instrs:
             if ins.kind == CALL:
                 vals = [None if a < 0 else slots[a] for a in ins.args]
+                started = clock() if probe is not None else 0.0
                 try:
                     result = ins.fn(*vals)
                 except KernelError:
@@ -82,10 +86,10 @@ class Executable:
                     call = ins.call
                     raise KernelError(f"{type(exc).__name__}: {_first_line(exc)}",
                                       call.span.name if call.span else None, call.op_name) from exc
-                if isinstance(ins.call.type, TupleType):
-                    slots[ins.out] = result
-                else:
-                    slots[ins.out] = result[0]
+                value = result if isinstance(ins.call.type, TupleType) else result[0]
+                slots[ins.out] = value
+                if probe is not None:
+                    probe.record(ins.call, value, clock() - started)
             elif ins.kind == GETITEM:
                 slots[ins.out] = slots[ins.args[0]][ins.fn]
             else:
@@ -94,11 +98,62 @@ class Executable:
                 slots[s] = None
         return [slots[s] for s in plan.output_slots]
 
-    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run main on ``inputs`` (by ONNX input name); outputs by ONNX output name."""
+    def run(self, inputs: Mapping[str, Any], capture: str | Iterable[str] | None = None):
+        """Run main on ``inputs`` (by ONNX input name); outputs by ONNX output name.
+
+        With ``capture="all"`` (or a list of ONNX value names) it returns a ``DebugRun``: the
+        outputs, a copy of every (or each named) tensor main computed, by its ONNX value name,
+        and the time each node or region took, by span.
+        """
         args = check_inputs(self.mod.main, inputs)
-        outs = self._execute(self.main_plan, args)
-        return dict(zip(self.output_names, outs))
+        if capture is None:
+            return dict(zip(self.output_names, self._execute(self.main_plan, args)))
+        wanted = None if capture == "all" else set([capture] if isinstance(capture, str) else capture)
+        probe = Probe(wanted)
+        for p, a in zip(self.mod.main.params, args):
+            probe.keep(p.name, a)
+        outs = self._execute(self.main_plan, args, probe)
+        if wanted is not None and wanted - probe.tensors.keys():
+            missing = sorted(wanted - probe.tensors.keys())
+            raise InputError(f"capture: no value named {missing[0]!r} is computed in main")
+        return DebugRun(dict(zip(self.output_names, outs)), probe.tensors, probe.times)
+
+
+class Probe:
+    """Collects what a debug run sees: copies of tensors by ONNX name, times by span.
+
+    Tensors are copied as they are made, so nothing a kernel or backend later reuses or
+    overwrites can change what was captured.
+    """
+
+    def __init__(self, wanted: set[str] | None):
+        self.wanted = wanted
+        self.tensors: dict[str, np.ndarray] = {}
+        self.times: dict[str, float] = {}
+
+    def keep(self, name: str, value: Any) -> None:
+        if name and (self.wanted is None or name in self.wanted) and isinstance(value, np.ndarray):
+            self.tensors[name] = np.array(value, copy=True)
+
+    def record(self, call: Call, value: Any, seconds: float) -> None:
+        span = call.span
+        if span is None:
+            return
+        self.times[span.name] = self.times.get(span.name, 0.0) + seconds
+        if isinstance(call.type, TupleType):
+            for name, v in zip(span.outputs, value):
+                self.keep(name, v)
+        elif span.outputs:
+            self.keep(span.outputs[0], value)
+
+
+@dataclass
+class DebugRun:
+    """What ``run(..., capture=...)`` returns."""
+
+    outputs: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray]
+    times: dict[str, float]
 
 
 def _as_tuple_fn(fn: Callable) -> Callable:

@@ -75,3 +75,38 @@ def test_nan_and_inf_propagate():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", FLOAT, [3])], [("y", FLOAT, [3])])
     out = byoc.build(byoc.load_onnx(model)).run({"x": np.array([np.nan, np.inf, -np.inf], np.float32)})
     assert np.isnan(out["y"][0]) and out["y"][1] == np.inf and out["y"][2] == 0
+
+
+def test_capture_all_gives_every_value_by_onnx_name_equal_to_onnxruntime():
+    import onnx
+
+    from byoc.cli import default_model_path
+    from byoc.compare import compare_output, run_onnxruntime
+
+    model = onnx.load(default_model_path())
+    exe = byoc.build(byoc.load_onnx(model))
+    rng = np.random.default_rng(0)
+    x1 = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+    first = exe.run({"image": x1}, capture="all")
+    values = [o for n in model.graph.node for o in n.output]
+    assert set(first.tensors) == set(values) | {"image"}
+    assert set(first.times) == {n.name for n in model.graph.node}
+    snapshot = {k: v.copy() for k, v in first.tensors.items()}
+    # A second run must not change what the first captured (no buffer reuse behind its back).
+    exe.run({"image": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}, capture="all")
+    for k, v in first.tensors.items():
+        np.testing.assert_array_equal(v, snapshot[k])
+    # Every captured intermediate equals onnxruntime's value of it.
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(v) for v in values)
+    want = run_onnxruntime(model, {"image": x1})
+    bad = [c for c in (compare_output(k, first.tensors[k], w) for k, w in want.items()) if not c.ok]
+    assert not bad, bad
+
+
+def test_capture_by_name_and_unknown_names(exe):
+    x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    r = exe.run({"x": x, "w": w}, capture=["r"])
+    assert list(r.tensors) == ["r"] and r.outputs["y"].shape == (2, 4)
+    with pytest.raises(InputError, match="no value named 'nope'"):
+        exe.run({"x": x, "w": w}, capture=["nope"])
