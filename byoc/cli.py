@@ -115,11 +115,16 @@ def cmd_run(args) -> int:
     path, mod = _load(args)
     inputs = _inputs(args, mod)
     backends = _backends(args.backend)
-    exe = byoc.build(_prepare(mod, backends, args))
+    from .placement import format_placement, placement
+
+    prepared = _prepare(mod, backends, args)
+    exe = byoc.build(prepared)
     start = time.perf_counter()
     outputs = exe.run(inputs)
     elapsed = time.perf_counter() - start
     result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}
+    if backends:  # where it ran, timed on a second run with per-node times
+        result["placement"] = placement(exe.mod, exe.run(inputs, capture=[]).times)
     comparisons = None
     if args.compare:
         if args.compare != "onnxruntime":
@@ -139,6 +144,8 @@ def cmd_run(args) -> int:
     else:
         where = ", ".join(backends) if backends else "host"
         print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms")
+        if "placement" in result:
+            print(format_placement(result["placement"]))
         for name, o in result["outputs"].items():
             line = f"  {name}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
             if comparisons is not None:

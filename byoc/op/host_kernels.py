@@ -27,6 +27,7 @@ class KernelContext:
     opsets: dict[str, int]
     run_function: Callable[[Function, list], list] | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
+    copy_stats: Any = None  # byoc.runtime.devices.CopyStats of the executable, for device_copy
 
 
 KernelFactory = Callable[[Call, KernelContext], Kernel]
@@ -77,6 +78,13 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
     return factory
 
 
+def device_copy(call: Call, ctx: KernelContext) -> Kernel:
+    """Move a tensor between devices (see byoc.runtime.devices), counting what it moves."""
+    from ..runtime.devices import copy_kernel
+
+    return copy_kernel(call.attrs["src_device"], call.attrs["dst_device"], ctx.copy_stats)
+
+
 def guarded(op: str, factory: KernelFactory) -> KernelFactory:
     """``factory``'s kernel, refusing outputs bigger than byoc may allocate (see limits.py)."""
     from ..runtime import limits
@@ -99,7 +107,7 @@ def guarded(op: str, factory: KernelFactory) -> KernelFactory:
     return make
 
 
-def _one_node_model(call: Call, opsets: dict[str, int]) -> tuple[onnx.ModelProto, list[str]]:
+def one_node_model(call: Call, opsets: dict[str, int]) -> tuple[onnx.ModelProto, list[str]]:
     """A model of just this call, inputs i0.. and outputs o0.., dtypes fixed, shapes free."""
     from ..frontends.onnx.exporter import export_function
 
@@ -128,7 +136,7 @@ def reference(call: Call, ctx: KernelContext) -> Kernel:
     """onnx.reference's implementation of the op: correct and slow, for the long tail."""
     from onnx.reference import ReferenceEvaluator
 
-    model, names = _one_node_model(call, ctx.opsets)
+    model, names = one_node_model(call, ctx.opsets)
     evaluator = ReferenceEvaluator(model)
 
     def run(*arrays):
@@ -143,7 +151,7 @@ def onnxruntime(call: Call, ctx: KernelContext) -> Kernel:
     """onnxruntime's kernel for the op, for contrib domains that onnx.reference lacks."""
     import onnxruntime as ort
 
-    model, names = _one_node_model(call, ctx.opsets)
+    model, names = one_node_model(call, ctx.opsets)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1

@@ -40,7 +40,7 @@ class OpDef:
     type_rule: TypeRule
     make_kernel: KernelFactory
     schema: onnx.defs.OpSchema | None = None
-    kernel_source: str = "reference"  # "numpy", "reference", "onnxruntime" or "control_flow"
+    kernel_source: str = "reference"  # numpy, reference, onnxruntime, control_flow, framework
 
 
 UNARY = """Abs Neg Exp Log Sqrt Reciprocal Floor Ceil Round Sign Sin Cos Tan Asin Acos Atan Sinh
@@ -107,6 +107,9 @@ def _build() -> dict[str, OpDef]:
             factory = host_kernels.guarded(op, factory)
         rule = HAND_RULES.get(op) or type_rules.onnx_inference(op, CANONICAL_OPSET)
         table[op] = OpDef(op, _fuse_pattern(op), rule, factory, latest, source)
+    # The framework's own op: the executor's copy between devices (placed by plan_devices).
+    table["device_copy"] = OpDef("device_copy", FusePattern.OPAQUE, type_rules.same_as_first,
+                                 host_kernels.device_copy, None, "framework")
     return table
 
 

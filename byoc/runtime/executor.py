@@ -20,6 +20,7 @@ from ..errors import InputError, KernelError
 from ..ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType
 from ..op import registry
 from ..op.host_kernels import KernelContext
+from .devices import HOST, CopyStats
 from .plan import CALL, GETITEM, Plan, make_plan
 
 
@@ -29,7 +30,8 @@ class Executable:
     def __init__(self, mod: IRModule, external: Mapping[str, Callable] | None = None):
         self.mod = mod
         opsets = dict(mod.attrs.get("opset_imports", {"": registry.CANONICAL_OPSET}))
-        self.ctx = KernelContext(opsets, run_function=self.run_function)
+        self.copy_stats = CopyStats({}, {})
+        self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats)
         self.external: dict[str, Callable] = dict(external or {})
         self._plans: dict[int, Plan] = {}
         self.main_plan = self.plan(mod.main)
@@ -216,11 +218,18 @@ def _fmt(shape) -> str:
 
 def build(mod: IRModule, **options: Any) -> Executable:
     """Build a module for running on the host (external functions by their backends)."""
+    from ..backend import get_backend
+
     external: dict[str, Callable] = {}
+    off_host = False
     for name, func in mod.functions.items():
         compiler = func.attrs.get("Compiler")
         if name != "main" and compiler:
-            from ..backend import get_backend
+            backend = get_backend(compiler)
+            external[name] = backend.compile(func)
+            off_host = off_host or backend.device != HOST
+    if off_host:
+        from .device_plan import plan_devices
 
-            external[name] = get_backend(compiler).compile(func)
+        mod = plan_devices(mod)
     return Executable(mod, external)

@@ -19,7 +19,7 @@ def test_every_default_domain_op_has_an_entry():
     for entry in table.values():
         assert callable(entry.type_rule) and callable(entry.make_kernel)
         assert isinstance(entry.fuse_pattern, FusePattern)
-        assert entry.kernel_source in {"numpy", "reference", "control_flow"}
+        assert entry.kernel_source in {"numpy", "reference", "control_flow", "framework"}
 
 
 def test_hot_ops_have_numpy_kernels_and_fuse_patterns():

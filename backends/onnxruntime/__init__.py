@@ -1,0 +1,123 @@
+"""The ``onnxruntime`` backend: each region becomes an ONNX model run by an InferenceSession.
+
+A real engine standing in for an accelerator. It takes a call exactly when onnxruntime's CPU
+provider can build a session for that one node (asked once per op, attributes and input
+dtypes, and cached), so what it declines it declines with onnxruntime's own reason.
+
+Threads: ``BYOC_ORT_THREADS`` (default 1). Graph optimizations are on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from byoc.backend import Backend, register_backend
+from byoc.ir import Call, Function, TensorType, Tuple, post_order
+from byoc.op import CANONICAL_OPSET, onnx_bridge
+from byoc.op.host_kernels import one_node_model
+from byoc.runtime.devices import Device, register_device
+
+_verdicts: dict[tuple, bool | str] = {}
+_lock = threading.Lock()
+
+
+def _threads() -> int:
+    value = os.environ.get("BYOC_ORT_THREADS", "1")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
+def _session(model_bytes: bytes, optimize: bool = True):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = _threads()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def _key(call: Call) -> tuple | None:
+    attrs = []
+    for k, v in sorted(call.attrs.items()):
+        if isinstance(v, Function):
+            return None  # bodies: ask each time (rare), no cheap key
+        attrs.append((k, v.tobytes() if isinstance(v, np.ndarray) else repr(v)))
+    types = tuple((a.type.dtype, a.type.rank) if a is not None and isinstance(a.type, TensorType)
+                  else None for a in call.args)
+    return (call.op, tuple(attrs), types, onnx_bridge.num_outputs(call))
+
+
+def _opsets(ops: set[str]) -> dict[str, int]:
+    opsets = {"": CANONICAL_OPSET}
+    for op in ops:
+        domain = onnx_bridge.split_op(op)[0]
+        if domain:
+            opsets.setdefault(domain, 1)
+    return opsets
+
+
+def onnxruntime_runs(call: Call) -> bool | str:
+    """True if onnxruntime's CPU provider has a kernel for this call, else its reason."""
+    if not isinstance(call.op, str) or call.op.startswith("annotation."):
+        return "onnxruntime: only ONNX ops"
+    if any(isinstance(a.type, TensorType) and a.type.dtype is None for a in call.args if a is not None):
+        return "onnxruntime: an input's dtype is unknown"
+    key = _key(call)
+    with _lock:
+        if key is not None and key in _verdicts:
+            return _verdicts[key]
+    try:
+        model, _ = one_node_model(call, _opsets({call.op}))
+        _session(model.SerializeToString(), optimize=False)
+        verdict: bool | str = True
+    except Exception as exc:  # onnxruntime's refusal is the reason
+        text = str(exc).replace("\n", " ")
+        verdict = "onnxruntime: " + (text.split(" : ")[-1] if " : " in text else text)[:200]
+    if key is not None:
+        with _lock:
+            _verdicts[key] = verdict
+    return verdict
+
+
+def compile_region(func: Function) -> Callable[..., tuple]:
+    """An InferenceSession for the region; OrtValues in, a tuple of OrtValues out.
+
+    The region's tensors stay onnxruntime's between regions on this device; the executor's
+    device_copy turns them into numpy arrays only where a host op or an output needs them.
+    """
+    from byoc.frontends.onnx.exporter import export_function
+
+    ops = {e.op for e in post_order(func.body) if isinstance(e, Call) and isinstance(e.op, str)}
+    n_out = len(func.body.fields) if isinstance(func.body, Tuple) else 1
+    outs = [f"out_{k}" for k in range(n_out)]
+    model = export_function(func.with_attrs(output_names=outs), _opsets(ops))
+    session = _session(model.SerializeToString())
+    # The exporter writes one graph input per parameter, in order (names made unique).
+    names = [i.name for i in session.get_inputs()]
+    assert len(names) == len(func.params), (names, [p.name for p in func.params])
+
+    def run(*values):
+        return tuple(session.run_with_ort_values(outs, dict(zip(names, values))))
+
+    return run
+
+
+def _to_ort(array: np.ndarray):
+    import onnxruntime as ort
+
+    return ort.OrtValue.ortvalue_from_numpy(array)
+
+
+DEVICE = Device("onnxruntime", to_device=_to_ort, to_host=lambda value: value.numpy())
+
+
+def register() -> Backend:
+    register_device(DEVICE)
+    return register_backend("onnxruntime", supports=onnxruntime_runs, compile=compile_region,
+                            device=DEVICE.name)

@@ -1,0 +1,76 @@
+"""plan_devices: put a ``device_copy`` wherever a tensor crosses devices, and nowhere else.
+
+Each value of main lives where it was made: parameters and constants on the host, an external
+call's results on its backend's device, a host op's results on the host. A reader on another
+device gets one copy per (value, device), shared by every reader there; main's outputs come back
+to the host.
+
+    %1 = @onnxruntime_conv_1a2b(%x)                  ->  %0 = device_copy(%x, src="cpu", dst="onnxruntime")
+    %2 = Softmax(%1)                                     %1 = @onnxruntime_conv_1a2b(%0)
+                                                         %2 = device_copy(%1, src="onnxruntime", dst="cpu")
+                                                         %3 = Softmax(%2)
+"""
+
+from __future__ import annotations
+
+from ..ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem,
+                  Var, post_order, with_children)
+from .devices import HOST
+
+
+def _device_of_call(call: Call, mod: IRModule) -> str:
+    if isinstance(call.op, GlobalVar):
+        compiler = mod[call.op.name].attrs.get("Compiler")
+        if compiler:
+            from ..backend import get_backend
+
+            return get_backend(compiler).device
+    return HOST
+
+
+def plan_devices(mod: IRModule) -> IRModule:
+    """A module whose main copies tensors between devices explicitly."""
+    main = mod.main
+    body = main.body
+    is_tuple = isinstance(body, Tuple) and len(main.attrs.get("output_names", ())) == len(body.fields)
+    outputs = list(body.fields) if is_tuple else [body]
+    device: dict[int, str] = {}
+    new: dict[int, Expr] = {}
+    copies: dict[tuple[int, str], Expr] = {}
+
+    def on(value: Expr, dev: str) -> Expr:
+        """``value`` (already rewritten) as seen from device ``dev``."""
+        here = device[id(value)]
+        if here == dev:
+            return value
+        key = (id(value), dev)
+        if key not in copies:
+            span = getattr(value, "span", None)
+            copies[key] = Call("device_copy", (value,), {"src_device": here, "dst_device": dev},
+                               value.type, Span(f"{span.name if span else 'value'}/copy_to_{dev}",
+                                                "device_copy", span.outputs if span else ()))
+            device[id(copies[key])] = dev
+        return copies[key]
+
+    for e in post_order(outputs):
+        if isinstance(e, (Var, Constant, GlobalVar)):
+            new[id(e)] = e
+            device[id(e)] = HOST
+        elif isinstance(e, Call):
+            dev = _device_of_call(e, mod)
+            args = [on(new[id(a)], dev) for a in e.args if a is not None]
+            rebuilt = with_children(e, args)
+            new[id(e)] = rebuilt
+            device[id(rebuilt)] = dev
+        elif isinstance(e, TupleGetItem):
+            inner = new[id(e.tuple_value)]
+            rebuilt = with_children(e, [inner])
+            new[id(e)] = rebuilt
+            device[id(rebuilt)] = device[id(inner)]
+        elif isinstance(e, Tuple):
+            rebuilt = Tuple(tuple(on(new[id(f)], HOST) for f in e.fields))
+            new[id(e)] = rebuilt
+            device[id(rebuilt)] = HOST
+    outs = [on(new[id(o)], HOST) for o in outputs]
+    new_body = Tuple(tuple(outs)) if is_tuple else outs[0]
+    return mod.with_function("main", Function(main.params, new_body, main.attrs))
