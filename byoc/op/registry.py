@@ -167,5 +167,5 @@ def get(name: str) -> OpDef:
 
 
 def all_ops() -> dict[str, OpDef]:
-    """Every default-domain entry, by name."""
-    return dict(_table())
+    """Every default-domain entry (and the framework's own), by name; contrib ops not included."""
+    return {name: entry for name, entry in _table().items() if "." not in name}

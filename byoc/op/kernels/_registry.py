@@ -19,9 +19,13 @@ def kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
 
     def deco(fn: Kernel) -> Kernel:
         # numpy ufuncs turn 0-d results into numpy scalars; the interface wants 0-d ndarrays.
+        # Anything else (a sequence passed through Identity, say) is returned untouched.
+        # Floating-point exceptions follow IEEE silently (inf, nan), as in onnxruntime.
         @functools.wraps(fn)
         def wrapped(attrs: dict, *inputs: Any, **kw: Any) -> tuple[np.ndarray, ...]:
-            return tuple(np.asarray(y) for y in fn(attrs, *inputs, **kw))
+            with np.errstate(all="ignore"):
+                out = fn(attrs, *inputs, **kw)
+            return tuple(np.asarray(y) if isinstance(y, np.generic) else y for y in out)
 
         for op in op_types:
             if op in REGISTRY:
@@ -69,3 +73,24 @@ def as_type(x: Any, like: np.ndarray | np.dtype) -> np.ndarray:
     """``x`` as an ndarray of the dtype of ``like`` (0-d kept as 0-d ndarray, no copy if same)."""
     dtype = like.dtype if isinstance(like, np.ndarray) else np.dtype(like)
     return np.asarray(x).astype(dtype, copy=False)
+
+
+def via_float32(fn: Kernel) -> Kernel:
+    """Run a float16 data input (input 0) in float32 and cast float32 results back.
+
+    numpy accumulates float16 sums and products in float16, which drifts by several ulps on
+    convolutions and reductions; onnxruntime accumulates in float32.
+    """
+
+    @functools.wraps(fn)
+    def run(attrs: dict, *inputs: Any, **kw: Any) -> tuple[np.ndarray, ...]:
+        if not inputs or getattr(inputs[0], "dtype", None) != np.float16:
+            return fn(attrs, *inputs, **kw)
+        up = [a.astype(np.float32) if getattr(a, "dtype", None) == np.float16 else a
+              for a in inputs]  # fmt: skip
+        out = fn(attrs, *up, **kw)
+        return tuple(
+            y.astype(np.float16) if getattr(y, "dtype", None) == np.float32 else y for y in out
+        )
+
+    return run

@@ -7,8 +7,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._registry import arg, kernel
-from ._window import Window, pad_spatial, tap_slices, taps, window
+from ._registry import arg, kernel, via_float32
+from ._window import Window, pad_spatial, window
 
 
 def _im2col(xp: np.ndarray, w: Window) -> np.ndarray:
@@ -24,38 +24,42 @@ def _im2col(xp: np.ndarray, w: Window) -> np.ndarray:
     return as_strided(xp, shape, strides, writeable=False)
 
 
-def _depthwise(xp: np.ndarray, wt: np.ndarray, w: Window, group: int) -> np.ndarray:
-    """One input channel per group: accumulate kernel taps instead of building im2col."""
-    n, nd = xp.shape[0], len(w.kernel)
-    mult = wt.shape[0] // group
-    wk = wt.reshape(group, mult, -1)
-    y = np.zeros((n, group, mult, *w.out), dtype=np.result_type(xp, wt))
-    bshape = (group, mult) + (1,) * nd
-    for t, off in enumerate(taps(w)):
-        xs = xp[(slice(None), slice(None), *tap_slices(w, off))]
-        y += xs[:, :, None] * wk[:, :, t].reshape(bshape)
-    return y
+_IM2COL_BYTES = 32 << 20  # above this, im2col is built one band of output rows at a time
+
+
+def _im2col_matmul(xp: np.ndarray, wt: np.ndarray, w: Window, group: int) -> np.ndarray:
+    """Grouped conv as (G, Mg, Cg*K) @ (N, G, Cg*K, O): reshaping the strided view is the
+    im2col copy, and one batched matmul covers every (sample, group) pair."""
+    n, c = xp.shape[:2]
+    m, cg = wt.shape[:2]
+    taps_k = math.prod(w.kernel)
+    wg = wt.reshape(group, m // group, cg * taps_k)
+    view = _im2col(xp, w)
+    rows, rest = w.out[0], math.prod(w.out[1:])
+    band = max(1, _IM2COL_BYTES // max(1, n * c * taps_k * rest * xp.itemsize))
+    if band >= rows:
+        return np.matmul(wg, view.reshape(n, group, cg * taps_k, -1)).reshape(n, m, *w.out)
+    y = np.empty((n, group, m // group, rows, rest), dtype=np.result_type(xp, wt))
+    row_axis = 2 + len(w.kernel)
+    for r0 in range(0, rows, band):
+        r1 = min(rows, r0 + band)
+        part = view[(slice(None),) * row_axis + (slice(r0, r1),)]
+        cols = part.reshape(n, group, cg * taps_k, (r1 - r0) * rest)
+        y[:, :, :, r0:r1] = np.matmul(wg, cols).reshape(n, group, m // group, r1 - r0, rest)
+    return y.reshape(n, m, *w.out)
 
 
 @kernel("Conv")
+@via_float32
 def conv(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """N-D grouped convolution (NC + spatial layout) with optional bias."""
     b = arg(rest, 0)
-    n, c = x.shape[:2]
-    m, cg = wt.shape[:2]
-    group = attrs.get("group", 1)
     w = window(attrs, x.shape[2:], wt.shape[2:])
     xp = pad_spatial(x, w.pads_begin, w.pads_end, 0)
-    if cg == 1 and group > 1:
-        y = _depthwise(xp, wt, w, group)
-    else:
-        taps_k, n_out = math.prod(w.kernel), math.prod(w.out)
-        # The reshape materializes im2col: (N, G, Cg*K, O); one matmul covers all groups.
-        cols = _im2col(xp, w).reshape(n, group, cg * taps_k, n_out)
-        y = np.matmul(wt.reshape(group, m // group, cg * taps_k), cols)
-    y = y.reshape(n, m, *w.out)
+    # Depthwise too: per-group (1, K) @ (K, O) products still beat a loop over kernel taps.
+    y = _im2col_matmul(xp, wt, w, attrs.get("group", 1))
     if b is not None:
-        y += b.reshape(m, *(1,) * len(w.out))
+        y += b.reshape(-1, *(1,) * len(w.out))
     return (y,)
 
 
@@ -75,17 +79,19 @@ def _transpose_pads(
         else:
             out = [i * s for i, s in zip(in_shape, strides)]
         total = [f - o for f, o in zip(full, out)]
-        # onnxruntime puts the odd pixel at the start only for SAME_UPPER (see tests).
+        # Spec (and onnxruntime): the odd pixel goes at the end only for SAME_UPPER; with
+        # NOTSET + output_shape it goes at the start, like SAME_LOWER.
         if auto_pad == "SAME_UPPER":
-            begin = [t - t // 2 for t in total]
-        else:
             begin = [t // 2 for t in total]
+        else:
+            begin = [t - t // 2 for t in total]
         return out, begin
     pads = [0] * (2 * nd) if auto_pad == "VALID" else attrs.get("pads") or [0] * (2 * nd)
     return [f - pads[i] - pads[nd + i] for i, f in enumerate(full)], list(pads[:nd])
 
 
 @kernel("ConvTranspose")
+@via_float32
 def conv_transpose(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """N-D grouped transposed convolution with optional bias."""
     b = arg(rest, 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._registry import arg, kernel, norm_axis, np_dtype
+from ._registry import arg, kernel, norm_axis, np_dtype, via_float32
 
 
 def _scaled(v: np.ndarray, s: float) -> np.ndarray:
@@ -24,12 +24,14 @@ def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
 
 
 @kernel("MatMul")
+@via_float32
 def matmul(attrs: dict, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
     """numpy.matmul semantics (batched, 1-D promotion)."""
     return (np.matmul(a, b),)
 
 
 @kernel("Gemm")
+@via_float32
 def gemm(attrs: dict, a: np.ndarray, b: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N)."""
     c = arg(rest, 0)
@@ -100,6 +102,7 @@ def layer_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray,
 
 
 @kernel("InstanceNormalization")
+@via_float32
 def instance_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray,
                            bias: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Per (sample, channel) normalization over the spatial axes, then per-channel affine."""
@@ -121,6 +124,7 @@ def group_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray,
 
 
 @kernel("LpNormalization")
+@via_float32
 def lp_normalization(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """x / ||x||_p along axis (p in {1, 2}); zero vectors stay zero like onnxruntime."""
     axis = attrs.get("axis", -1)
@@ -133,6 +137,7 @@ def lp_normalization(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 @kernel("Softmax")
+@via_float32
 def softmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """exp(x) / sum(exp(x)) along axis (default -1), max-shifted for stability."""
     axis = attrs.get("axis", -1)
@@ -142,6 +147,7 @@ def softmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 @kernel("LogSoftmax")
+@via_float32
 def log_softmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """x - logsumexp(x) along axis (default -1)."""
     axis = attrs.get("axis", -1)
@@ -165,11 +171,13 @@ def dropout(attrs: dict, x: np.ndarray, *rest: np.ndarray | None) -> tuple[np.nd
     r = 0.5 if ratio is None else float(ratio)
     if training is None or not bool(training) or r == 0:
         return x, np.ones(x.shape, dtype=bool)
-    mask = np.random.default_rng(attrs.get("seed")).random(x.shape) >= r
-    return (x * mask * (1 / (1 - r))).astype(x.dtype, copy=False), mask
+    # Same generator and draw as onnx.reference / the ONNX conformance data for a given seed.
+    mask = np.random.RandomState(attrs.get("seed")).uniform(0.0, 1.0, x.shape) >= r
+    return (mask * x * (1 / (1 - r))).astype(x.dtype, copy=False), mask
 
 
 @kernel("LRN")
+@via_float32
 def lrn(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """x / (bias + alpha / size * sum of squares over a channel window) ** beta."""
     size = attrs["size"]

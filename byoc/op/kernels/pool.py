@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._registry import kernel
+from ._registry import kernel, via_float32
 from ._window import Window, end_extra, pad_spatial, tap_slices, taps, window
 
 
@@ -28,38 +28,39 @@ def max_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     fill = _lowest(x.dtype)
     extra = end_extra(w, x.shape[2:])
     xp = pad_spatial(x, w.pads_begin, [e + f for e, f in zip(w.pads_end, extra)], fill)
-    want_idx = attrs.get("_num_outputs", 2) > 1
+    views = [xp[(slice(None), slice(None), *tap_slices(w, off))] for off in taps(w)]
     y = np.full((*x.shape[:2], *w.out), fill, dtype=x.dtype)
-    best = np.zeros(y.shape, dtype=np.int32) if want_idx else None
-    for t, off in enumerate(taps(w)):
-        xs = xp[(slice(None), slice(None), *tap_slices(w, off))]
-        if want_idx:
-            better = xs > y  # strict: ties keep the earlier tap, like onnxruntime
-            best[better] = t
-            np.copyto(y, xs, where=better)
-        else:
-            np.maximum(y, xs, out=y)
-    if not want_idx:
+    for v in views:
+        np.maximum(y, v, out=y)
+    if attrs.get("_num_outputs", 2) < 2:
         return (y,)
+    # Winning tap per output: scan taps backwards so the first (row-major) maximum wins,
+    # as in onnxruntime. Cheaper than tracking it with masked copies during the max pass.
+    best = np.zeros(y.shape, dtype=np.int32)
+    for t in range(len(views) - 1, -1, -1):
+        np.copyto(best, t, where=views[t] == y)
     return y, _flat_indices(best, w, x.shape, attrs.get("storage_order", 0))
 
 
 def _flat_indices(best: np.ndarray, w: Window, shape: tuple, storage_order: int) -> np.ndarray:
     """Turn per-output winning tap numbers into flat indices of the unpadded input."""
-    nd = len(w.kernel)
-    spatial = shape[2:]
-    tap_coords = np.unravel_index(best, w.kernel)
+    nd, spatial = len(w.kernel), shape[2:]
     if storage_order:  # column-major spatial part; batch/channel offset stays row-major
         steps = [math.prod(spatial[:i]) for i in range(nd)]
     else:
         steps = [math.prod(spatial[i + 1 :]) for i in range(nd)]
-    idx = np.zeros(best.shape, dtype=np.int64)
+    # index = (n*C + c) * prod(spatial) + window start offset + offset of the winning tap
+    tap_offset = np.array(
+        [sum(k * d * st for k, d, st in zip(off, w.dilations, steps)) for off in taps(w)],
+        dtype=np.int64,
+    )
+    idx = tap_offset[best]
     for i in range(nd):
-        o = np.arange(w.out[i]).reshape((-1,) + (1,) * (nd - 1 - i))
-        coord = o * w.strides[i] + tap_coords[i] * w.dilations[i] - w.pads_begin[i]
-        idx += coord * steps[i]
+        start = np.arange(w.out[i], dtype=np.int64) * w.strides[i] - w.pads_begin[i]
+        idx += (start * steps[i]).reshape((-1,) + (1,) * (nd - 1 - i))
     nc = np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[:2] + (1,) * nd)
-    return idx + nc * math.prod(spatial)
+    idx += nc * math.prod(spatial)
+    return idx
 
 
 def _window_counts(w: Window, in_shape: tuple, include_pad: bool) -> np.ndarray:
@@ -83,6 +84,7 @@ def _window_counts(w: Window, in_shape: tuple, include_pad: bool) -> np.ndarray:
 
 
 @kernel("AveragePool")
+@via_float32
 def average_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """Mean over each window, padding counted only if count_include_pad=1."""
     w = window(attrs, x.shape[2:], attrs["kernel_shape"], bool(attrs.get("ceil_mode", 0)))
@@ -97,6 +99,7 @@ def average_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 @kernel("GlobalAveragePool")
+@via_float32
 def global_average_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """Mean over all spatial axes, kept as size-1 dims."""
     return (x.mean(axis=tuple(range(2, x.ndim)), keepdims=True),)
