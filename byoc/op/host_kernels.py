@@ -53,7 +53,8 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
     """Factory for a numpy kernel ``fn(attrs, *inputs)``.
 
     A kernel declines a configuration it does not implement by raising NotImplementedError;
-    that call then runs on onnx.reference from then on. Exotic dtypes go there directly.
+    the executor then runs that call on onnx.reference from then on. Exotic dtypes go there
+    directly.
     """
 
     def factory(call: Call, ctx: KernelContext) -> Kernel:
@@ -61,19 +62,7 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
             return reference(call, ctx)
         attrs = dict(call.attrs)
         attrs["_num_outputs"] = onnx_bridge.num_outputs(call)
-        kernel = functools.partial(fn, attrs)
-        fallback: list[Kernel] = []
-
-        def run(*arrays):
-            if fallback:
-                return fallback[0](*arrays)
-            try:
-                return kernel(*arrays)
-            except NotImplementedError:
-                fallback.append(reference(call, ctx))
-                return fallback[0](*arrays)
-
-        return run
+        return functools.partial(fn, attrs)
 
     return factory
 

@@ -22,6 +22,7 @@ from ..op import registry
 from ..op.host_kernels import KernelContext
 from .devices import HOST, CopyStats
 from .plan import CALL, GETITEM, Plan, make_plan
+from .pycode import compile_plan
 
 
 class Executable:
@@ -34,6 +35,7 @@ class Executable:
         self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats)
         self.external: dict[str, Callable] = dict(external or {})
         self._plans: dict[int, Plan] = {}
+        self._pycode: dict[int, Callable | None] = {}
         self.main_plan = self.plan(mod.main)
         self.output_names: list[str] = list(mod.main.attrs.get("output_names") or
                                             [f"output_{i}" for i in range(len(self.main_plan.output_slots))])
@@ -75,30 +77,82 @@ class Executable:
             slots[s] = a
         for s, v in plan.constants:
             slots[s] = v
-        clock = time.perf_counter
-        for ins in plan.instrs:
-            if ins.kind == CALL:
-                vals = [None if a < 0 else slots[a] for a in ins.args]
-                started = clock() if probe is not None else 0.0
-                try:
-                    result = ins.fn(*vals)
-                except KernelError:
-                    raise
-                except Exception as exc:
-                    call = ins.call
-                    raise KernelError(f"{type(exc).__name__}: {_first_line(exc)}",
-                                      call.span.name if call.span else None, call.op_name) from exc
-                value = result if isinstance(ins.call.type, TupleType) else result[0]
-                slots[ins.out] = value
-                if probe is not None:
-                    probe.record(ins.call, value, clock() - started)
-            elif ins.kind == GETITEM:
-                slots[ins.out] = slots[ins.args[0]][ins.fn]
+        with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, once a run
+            if probe is None:
+                compiled = self._compiled(plan)
+                if compiled is not None:
+                    try:
+                        return compiled(args, [v for _, v in plan.constants],
+                                        [c[1] for c in plan.code])
+                    except Exception:  # re-run interpreted: it reports (or recovers) per node
+                        pass
+                self._loop(plan, slots)
             else:
-                slots[ins.out] = tuple(slots[a] for a in ins.args)
-            for s in ins.free:
-                slots[s] = None
+                self._probed_loop(plan, slots, probe)
         return [slots[s] for s in plan.output_slots]
+
+    def _compiled(self, plan: Plan):
+        key = id(plan)
+        if key not in self._pycode:
+            self._pycode[key] = compile_plan(plan)
+        return self._pycode[key]
+
+    def _loop(self, plan: Plan, slots: list) -> None:
+        """The hot loop: kept small, the rare paths (errors, fallbacks) are methods."""
+        code = plan.code
+        for kind, fn, args, out, free, unpack, k in code:
+            if kind == CALL:
+                try:
+                    result = fn(*[slots[a] for a in args])
+                except Exception as exc:
+                    result = self._recover(plan, k, exc, [slots[a] for a in args])
+                slots[out] = result[0] if unpack else result
+            elif kind == GETITEM:
+                slots[out] = slots[args[0]][fn]
+            else:
+                slots[out] = tuple([slots[a] for a in args])
+            for s in free:
+                slots[s] = None
+
+    def _probed_loop(self, plan: Plan, slots: list, probe: Probe) -> None:
+        clock = time.perf_counter
+        for kind, fn, args, out, free, unpack, k in plan.code:
+            if kind == CALL:
+                vals = [slots[a] for a in args]
+                started = clock()
+                try:
+                    result = plan.code[k][1](*vals)
+                except Exception as exc:
+                    result = self._recover(plan, k, exc, vals)
+                value = result[0] if unpack else result
+                slots[out] = value
+                probe.record(plan.instrs[k].call, value, clock() - started)
+            elif kind == GETITEM:
+                slots[out] = slots[args[0]][fn]
+            else:
+                slots[out] = tuple([slots[a] for a in args])
+            for s in free:
+                slots[s] = None
+
+    def _recover(self, plan: Plan, k: int, exc: Exception, vals: list) -> tuple:
+        """A kernel raised: a numpy kernel declining (NotImplementedError) hands the call to
+        onnx.reference for good; anything else becomes a KernelError naming the node."""
+        call = plan.instrs[k].call
+        entry = registry.lookup(call.op) if isinstance(call.op, str) else None
+        if isinstance(exc, NotImplementedError) and entry is not None and entry.kernel_source == "numpy":
+            from ..op.host_kernels import reference
+
+            fn = reference(call, self.ctx)
+            plan.instrs[k].fn = fn
+            plan.code[k] = (CALL, fn, *plan.code[k][2:])
+            try:
+                return fn(*vals)
+            except Exception as again:
+                exc = again
+        if isinstance(exc, KernelError):
+            raise exc
+        raise KernelError(f"{type(exc).__name__}: {_first_line(exc)}",
+                          call.span.name if call.span else None, call.op_name) from exc
 
     def run(self, inputs: Mapping[str, Any], capture: str | Iterable[str] | None = None):
         """Run main on ``inputs`` (by ONNX input name); outputs by ONNX output name.

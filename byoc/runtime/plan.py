@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var, post_order
+from ..ir import (Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, TupleType, Var,
+                  post_order)
 
 # An instruction: (kind, payload, argument slots (-1 = omitted), output slot, slots to free)
 CALL, GETITEM, TUPLE = 0, 1, 2
@@ -39,6 +40,10 @@ class Plan:
     instrs: list[Instr]
     output_slots: list[int]
     slot_of: dict[int, int] = field(default_factory=dict)  # id(expr) -> slot
+    # The instructions as flat tuples for the executor's loop: (kind, fn, args, out, free,
+    # unpack, index). An omitted input reads slot ``none_slot``, which always holds None.
+    code: list[tuple] = field(default_factory=list)
+    none_slot: int = 0
 
 
 def make_plan(func: Function, kernel_for: Callable[[Call], Callable]) -> Plan:
@@ -83,5 +88,11 @@ def make_plan(func: Function, kernel_for: Callable[[Call], Callable]) -> Plan:
             frees[k].append(slot)
     for ins, fr in zip(instrs, frees):
         ins.free = tuple(fr)
-    return Plan(func, len(slot_of), [slot_of[id(p)] for p in func.params], constants, instrs,
-                output_slots, slot_of)
+    none_slot = len(slot_of)
+    code = []
+    for k, ins in enumerate(instrs):
+        args = tuple(none_slot if a < 0 else a for a in ins.args)
+        unpack = ins.kind == CALL and not isinstance(ins.call.type, TupleType)
+        code.append((ins.kind, ins.fn, args, ins.out, ins.free, unpack, k))
+    return Plan(func, none_slot + 1, [slot_of[id(p)] for p in func.params], constants, instrs,
+                output_slots, slot_of, code, none_slot)

@@ -20,11 +20,14 @@ def kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
     def deco(fn: Kernel) -> Kernel:
         # numpy ufuncs turn 0-d results into numpy scalars; the interface wants 0-d ndarrays.
         # Anything else (a sequence passed through Identity, say) is returned untouched.
-        # Floating-point exceptions follow IEEE silently (inf, nan), as in onnxruntime.
+        # Floating-point exceptions follow IEEE silently (inf, nan), as in onnxruntime: the
+        # executor runs every kernel under np.errstate(all="ignore"), once per run, since
+        # entering errstate per call would cost more than a small kernel.
         @functools.wraps(fn)
         def wrapped(attrs: dict, *inputs: Any, **kw: Any) -> tuple[np.ndarray, ...]:
-            with np.errstate(all="ignore"):
-                out = fn(attrs, *inputs, **kw)
+            out = fn(attrs, *inputs, **kw)
+            if len(out) == 1 and type(out[0]) is np.ndarray:  # the common case, kept cheap
+                return out
             return tuple(np.asarray(y) if isinstance(y, np.generic) else y for y in out)
 
         for op in op_types:
