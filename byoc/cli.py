@@ -232,11 +232,90 @@ def cmd_partition(args) -> int:
     else:
         part = partition(mod, backends=backends)
     report = partition_report(part)
+    if args.output:
+        from .frontends.onnx.exporter import module_to_onnx
+
+        save_model(module_to_onnx(part), args.output)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(format_table(report, explain=args.explain))
     return 0
+
+
+def save_model(model, path: str) -> None:
+    """Write an ONNX model beside its destination, then rename it into place."""
+    import onnx
+
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _one_backend(args) -> str:
+    from .errors import InputError
+
+    names = _backends(args.backend)
+    if len(names) != 1:
+        raise InputError("this command takes exactly one --backend")
+    return names[0]
+
+
+def cmd_extract(args) -> int:
+    from .errors import InputError
+    from .extract import extract
+
+    path, mod = _load(args)
+    nodes = None
+    if args.nodes:
+        first, sep, last = args.nodes.partition(":")
+        if not sep:
+            raise InputError(f"--nodes wants FIRST:LAST, got {args.nodes!r}")
+        nodes = (first, last)
+    case = extract(mod, _one_backend(args), args.output, _inputs(args, mod), region=args.region,
+                   nodes=nodes, name_regex=args.name_regex)
+    print(f"wrote {case.out_dir}: region {case.region.name} ({len(case.region.nodes)} nodes, "
+          f"{len(case.region.input_names)} inputs, {len(case.region.output_names)} outputs)")
+    for f in case.files:
+        print(f"  {f}")
+    print(f"replay: byoc repro {case.out_dir} --backend {case.backend}")
+    return 0
+
+
+def cmd_repro(args) -> int:
+    from .extract import repro
+
+    checks = repro(args.case, _one_backend(args))
+    for c in checks:
+        print(f"  {c.name}: max_abs_err={c.max_abs_err:.3g} rel_err={c.rel_err:.3g} "
+              + ("ok" if c.ok else "OUT OF TOLERANCE" + (f" ({c.note})" if c.note else "")))
+    ok = all(c.ok for c in checks)
+    print("reproduces the recorded outputs" if ok else "does NOT match the recorded outputs")
+    return 0 if ok else 1
+
+
+def cmd_bisect(args) -> int:
+    from .extract import bisect
+
+    path, mod = _load(args)
+    result = bisect(mod, _one_backend(args), _inputs(args, mod), out_dir=args.output,
+                    progress=lambda line: print(f"  checking {line}", file=sys.stderr, flush=True))
+    if result.region is None:
+        print(f"all {result.checked} region(s) match the host")
+        return 0
+    print(f"first bad region: {result.region.name} (region {result.checked} of the run)")
+    for c in result.comparisons:
+        print(f"  {c.name}: rel_err={c.rel_err:.3g}")
+    print(f"first bad node: {result.node} ({result.node_op})")
+    if result.case is not None:
+        print(f"repro: byoc repro {result.case.out_dir} --backend {result.case.backend}")
+    return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -285,7 +364,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="say why each host node stayed there")
     p.add_argument("--range", metavar="START:END", help="annotate a node range by hand")
     p.add_argument("--json", action="store_true")
+    p.add_argument("-o", "--output", metavar="OUT.onnx",
+                   help="also write the partitioned model, one local function per region")
     p.set_defaults(fn=cmd_partition)
+
+    p = sub.add_parser("extract", help="one region as a standalone ONNX test case")
+    model_arg(p)
+    input_args(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--region", type=int, metavar="K", help="the K-th region (from 0)")
+    which.add_argument("--nodes", metavar="FIRST:LAST", help="a node range by ONNX node names")
+    which.add_argument("--name-regex", metavar="RE", help="the nodes whose names match")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.set_defaults(fn=cmd_extract)
+
+    p = sub.add_parser("repro", help="replay an extracted case on a backend; exit 1 if it differs")
+    p.add_argument("case", metavar="DIR")
+    p.add_argument("--backend", required=True)
+    p.set_defaults(fn=cmd_repro)
+
+    p = sub.add_parser("bisect", help="find the first region and node a backend gets wrong")
+    model_arg(p)
+    input_args(p)
+    p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect",
+                   help="where to extract a repro of the first bad node (default byoc-bisect)")
+    p.set_defaults(fn=cmd_bisect)
     return parser
 
 

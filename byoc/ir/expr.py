@@ -6,6 +6,7 @@ value only if they are the same object. Structural comparison lives in ``equalit
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +145,8 @@ class Function(Expr):
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The values an expression reads, in argument order (function bodies excluded)."""
     if isinstance(expr, Call):
-        return tuple(a for a in expr.args if a is not None)
+        args = expr.args  # most calls omit no input: skip the filtering copy (a hot path)
+        return args if None not in args else tuple(a for a in args if a is not None)
     if isinstance(expr, Tuple):
         return expr.fields
     if isinstance(expr, TupleGetItem):
@@ -158,11 +160,14 @@ def with_children(expr: Expr, new: list[Expr]) -> Expr:
     Returns ``expr`` itself when nothing changed, so rewrites keep sharing.
     """
     old = children(expr)
-    if len(old) == len(new) and all(a is b for a, b in zip(old, new)):
+    if len(old) == len(new) and all(map(operator.is_, old, new)):
         return expr
     if isinstance(expr, Call):
-        it = iter(new)
-        args = tuple(None if a is None else next(it) for a in expr.args)
+        if len(new) == len(expr.args):
+            args = tuple(new)
+        else:
+            it = iter(new)
+            args = tuple(None if a is None else next(it) for a in expr.args)
         return Call(expr.op, args, expr.attrs, expr.type, expr.span)
     if isinstance(expr, Tuple):
         return Tuple(tuple(new))

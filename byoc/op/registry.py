@@ -10,12 +10,16 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import onnx
 
 from . import control_flow, host_kernels, type_rules
 from .host_kernels import KernelFactory
 from .type_rules import TypeRule
+
+if TYPE_CHECKING:
+    from ..autodiff.rule import GradientRule
 
 CANONICAL_OPSET = onnx.defs.onnx_opset_version()
 
@@ -41,6 +45,7 @@ class OpDef:
     make_kernel: KernelFactory
     schema: onnx.defs.OpSchema | None = None
     kernel_source: str = "reference"  # numpy, reference, onnxruntime, control_flow, framework
+    gradient: GradientRule | None = None  # input gradients from output gradients (autodiff)
 
 
 UNARY = """Abs Neg Exp Log Sqrt Reciprocal Floor Ceil Round Sign Sin Cos Tan Asin Acos Atan Sinh
@@ -84,6 +89,7 @@ def _fuse_pattern(op_type: str) -> FusePattern:
 
 
 def _build() -> dict[str, OpDef]:
+    from ..autodiff.rules import GRADIENTS
     from ..runtime import limits
     from .kernels import HAND_KERNELS
 
@@ -106,7 +112,7 @@ def _build() -> dict[str, OpDef]:
         if op in limits.GUARDED:
             factory = host_kernels.guarded(op, factory)
         rule = HAND_RULES.get(op) or type_rules.onnx_inference(op, CANONICAL_OPSET)
-        table[op] = OpDef(op, _fuse_pattern(op), rule, factory, latest, source)
+        table[op] = OpDef(op, _fuse_pattern(op), rule, factory, latest, source, GRADIENTS.get(op))
     # The framework's own op: the executor's copy between devices (placed by plan_devices).
     table["device_copy"] = OpDef("device_copy", FusePattern.OPAQUE, type_rules.same_as_first,
                                  host_kernels.device_copy, None, "framework")

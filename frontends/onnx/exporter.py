@@ -10,8 +10,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
-from byoc.ir import (Call, Constant, Function, IRModule, TensorType, Tuple, TupleGetItem, Var,
-                     post_order)
+from byoc.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Tuple, TupleGetItem,
+                     Var, post_order)
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 
 
@@ -36,22 +36,26 @@ class _Names:
 
 def function_to_graph(func: Function, name: str = "main", *, names: _Names | None = None,
                       output_names: list[str | None] | None = None,
-                      captured: dict[int, str] | None = None) -> onnx.GraphProto:
+                      captured: dict[int, str] | None = None,
+                      input_names: list[str] | None = None,
+                      functions: dict[str, tuple[str, int]] | None = None) -> onnx.GraphProto:
     """A GraphProto computing ``func``.
 
     ``captured`` maps ids of parameters that are captures to the outer names they stand for:
     those become references to the enclosing graph's values instead of graph inputs.
+    ``input_names`` renames the parameters; ``functions`` maps the module's external
+    functions to (ONNX domain, number of outputs), making calls of them function nodes.
     """
     names = names or _Names()
     captured = captured or {}
     value_name: dict[int, str] = {}
     call_outs: dict[int, list[str]] = {}
     inputs, nodes, inits = [], [], []
-    for p in func.params:
+    for k, p in enumerate(func.params):
         if id(p) in captured:
             value_name[id(p)] = captured[id(p)]
             continue
-        value_name[id(p)] = names.take(p.name)
+        value_name[id(p)] = names.take(input_names[k] if input_names else p.name)
         inputs.append(helper.make_value_info(value_name[id(p)], onnx_bridge.type_to_proto(p.type)))
 
     body = func.body
@@ -65,7 +69,7 @@ def function_to_graph(func: Function, name: str = "main", *, names: _Names | Non
         elif isinstance(e, Var):
             value_name[id(e)] = e.name  # a free variable: a value of an enclosing graph
         elif isinstance(e, Call):
-            node, node_outs = _node(e, value_name, names)
+            node, node_outs = _node(e, value_name, names, functions or {})
             nodes.append(node)
             call_outs[id(e)] = node_outs
             value_name[id(e)] = node_outs[0]
@@ -86,10 +90,17 @@ def function_to_graph(func: Function, name: str = "main", *, names: _Names | Non
     return helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
 
 
-def _node(call: Call, value_name: dict[int, str], names: _Names) -> tuple[onnx.NodeProto, list[str]]:
-    if not isinstance(call.op, str):
-        raise ValueError(f"call of {call.op_name}: only ONNX ops can be exported")
+def _node(call: Call, value_name: dict[int, str], names: _Names,
+          functions: dict[str, tuple[str, int]]) -> tuple[onnx.NodeProto, list[str]]:
     ins = ["" if a is None else value_name[id(a)] for a in call.args]
+    if isinstance(call.op, GlobalVar) and call.op.name in functions:
+        domain, n_out = functions[call.op.name]
+        base = call.span.outputs if call.span else ()
+        outs = [names.take((base[i] if i < len(base) else "") or f"{call.op.name}_out{i}")
+                for i in range(n_out)]
+        return helper.make_node(call.op.name, ins, outs, name=call.op.name, domain=domain), outs
+    if not isinstance(call.op, str):
+        raise ValueError(f"call of {call.op_name}: only ONNX ops and module functions export")
     span_outs = call.span.outputs if call.span else ()
     default = call.span.name if call.span else call.op_name
     outs = [names.take((span_outs[i] if i < len(span_outs) else "") or default)
@@ -111,14 +122,46 @@ def _node(call: Call, value_name: dict[int, str], names: _Names) -> tuple[onnx.N
 
 
 def module_to_onnx(mod: IRModule) -> onnx.ModelProto:
-    """The module's main as an ONNX model (host-only modules; external functions come later)."""
-    graph = function_to_graph(mod.main, mod.attrs.get("graph_name") or "main")
-    return _model(graph, dict(mod.attrs.get("opset_imports") or {"": CANONICAL_OPSET}))
+    """The module as ONNX: main as the graph, each external function a local function.
+
+    A region compiled by backend B becomes a FunctionProto in domain ``byoc.B`` named after the
+    region, and main calls it as a node: Netron shows it as one node you can open, and
+    onnxruntime runs it (inlining the function).
+    """
+    opsets = dict(mod.attrs.get("opset_imports") or {"": CANONICAL_OPSET})
+    functions: dict[str, tuple[str, int]] = {}
+    protos = []
+    for fname, func in mod.functions.items():
+        if fname == "main":
+            continue
+        domain = f"byoc.{func.attrs.get('Compiler') or 'host'}"
+        n_out = len(func.body.fields) if isinstance(func.body, Tuple) else 1
+        functions[fname] = (domain, n_out)
+        protos.append(_function_proto(func, fname, domain, opsets))
+        opsets.setdefault(domain, 1)
+    graph = function_to_graph(mod.main, mod.attrs.get("graph_name") or "main", functions=functions)
+    model = _model(graph, opsets)
+    model.functions.extend(protos)
+    return model
 
 
-def export_function(func: Function, opsets: dict[str, int] | None = None) -> onnx.ModelProto:
+def _function_proto(func: Function, name: str, domain: str, opsets: dict[str, int]) -> onnx.FunctionProto:
+    """A FunctionProto for an external function (initializers become Constant nodes)."""
+    n_out = len(func.body.fields) if isinstance(func.body, Tuple) else 1
+    graph = function_to_graph(func, name, output_names=[None] * n_out)
+    nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in graph.initializer]
+    nodes += list(graph.node)
+    # Function inputs and outputs are plain names; a value that is both needs an Identity.
+    imports = [helper.make_opsetid(d, v) for d, v in opsets.items() if not d.startswith("byoc.")]
+    return helper.make_function(domain, name, [i.name for i in graph.input],
+                                [o.name for o in graph.output], nodes, imports)
+
+
+def export_function(func: Function, opsets: dict[str, int] | None = None, *,
+                    input_names: list[str] | None = None,
+                    output_names: list[str | None] | None = None) -> onnx.ModelProto:
     """One function as a standalone ONNX model (its params as graph inputs)."""
-    graph = function_to_graph(func, "function")
+    graph = function_to_graph(func, "function", input_names=input_names, output_names=output_names)
     return _model(graph, opsets or {"": CANONICAL_OPSET})
 
 

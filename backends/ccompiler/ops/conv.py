@@ -1,0 +1,68 @@
+"""Conv and ConvTranspose over 1 or 2 spatial dims, on the C helpers of ``runtime_c``.
+
+Conv is a GEMM per image and group whose B operand is packed straight from the input (im2col
+without the buffer), a plain GEMM for 1x1 convs, and direct loops for depthwise convs.
+ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
+"""
+
+from __future__ import annotations
+
+from byoc.ir import Call
+
+from .. import runtime_c
+from ..emitter import Emit, Tensor
+from .window import Window, transpose_window, window
+
+DEPTHWISE_MAX_TAPS = 64  # as byoc_conv2d decides in C: one input channel a group, few taps
+
+
+def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[int]:
+    """N, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW with 1-D seen as H = 1."""
+    w2 = win.as_2d()
+    spatial = x.shape[2:] if x.rank == 4 else (1, *x.shape[2:])
+    out_spatial = out.shape[2:] if out.rank == 4 else (1, *out.shape[2:])
+    return [x.shape[0], x.shape[1], *spatial, out.shape[1], *out_spatial, *w2.kernel,
+            *w2.strides, *w2.begin, *w2.dilations]
+
+
+def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, w, out = ins[0], ins[1], outs[0]
+    bias = ins[2] if len(ins) > 2 else None
+    assert x is not None and w is not None
+    ctx.need("conv")
+    kernel = tuple(w.shape[2:])
+    win = window(call, x.shape[2:], kernel, out.shape[2:])
+    dims = _dims(x, out, kernel, win)
+    groups = int(call.attrs.get("group", 1))
+    cg, mg = x.shape[1] // groups, out.shape[1] // groups
+    taps = dims[7] * dims[8]
+    if cg == 1 and taps <= DEPTHWISE_MAX_TAPS:
+        ws = "(float *)ws"  # the direct loops need no scratch
+    else:
+        ws = ctx.scratch(4 * runtime_c.gemm_scratch(mg, dims[5] * dims[6], cg * taps))
+    args = ", ".join(str(d) for d in dims)
+    b = bias.ptr if bias is not None else "0"
+    ctx.src.line(f"byoc_conv2d({x.ptr}, {w.ptr}, {b}, {out.ptr}, {args}, {groups}, {ws});")
+
+
+def emit_conv_transpose(ctx: Emit, call: Call, ins: list[Tensor | None],
+                        outs: list[Tensor]) -> None:
+    x, w, out = ins[0], ins[1], outs[0]
+    bias = ins[2] if len(ins) > 2 else None
+    assert x is not None and w is not None
+    ctx.need("conv")
+    kernel = tuple(w.shape[2:])
+    win = transpose_window(call, x.shape[2:], kernel, out.shape[2:])
+    dims = _dims(x, out, kernel, win)
+    groups = int(call.attrs.get("group", 1))
+    cg, mg = x.shape[1] // groups, out.shape[1] // groups
+    rows, hw = mg * dims[7] * dims[8], dims[2] * dims[3]
+    cols = (rows * hw + 15) // 16 * 16
+    ws = ctx.scratch(4 * (cols + runtime_c.gemm_scratch(rows, hw, cg)))
+    args = ", ".join(str(d) for d in dims)
+    b = bias.ptr if bias is not None else "0"
+    ctx.src.line(f"byoc_conv_transpose2d({x.ptr}, {w.ptr}, {b}, {out.ptr}, {args}, {groups}, "
+                 f"{ws});")
+
+
+EMITTERS = {"Conv": emit_conv, "ConvTranspose": emit_conv_transpose}

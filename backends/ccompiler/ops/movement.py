@@ -1,0 +1,152 @@
+"""Ops that move data without arithmetic: strided copies, gathers, fills.
+
+Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) usually emit nothing: they share
+their input's buffer (plan.py); they copy only when the region returns them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from byoc.codegen import literal
+from byoc.ir import Call
+
+from ..emitter import Emit, Tensor, Unsupported
+from ..loops import broadcast_strides, emit_copy
+from .elementwise import emit_copy_like
+
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+
+
+def _axis(call: Call, rank: int, default: int = 0) -> int:
+    axis = int(call.attrs.get("axis", default))
+    return axis + rank if axis < 0 else axis
+
+
+def emit_transpose(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    perm = call.attrs.get("perm") or list(reversed(range(x.rank)))
+    strides = x.strides
+    emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
+              (0, [strides[p] for p in perm]))
+
+
+def emit_concat(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    out = outs[0]
+    axis = _axis(call, out.rank)
+    at = 0
+    for x in ins:
+        if x is None or x.size == 0:
+            at += 0 if x is None else x.shape[axis]
+            continue
+        emit_copy(ctx.src, x.shape, out.ptr, (at * out.strides[axis], out.strides), x.ptr,
+                  (0, x.strides))
+        at += x.shape[axis]
+
+
+def emit_split(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x = ins[0]
+    assert x is not None
+    axis = _axis(call, x.rank)
+    at = 0
+    for out in outs:
+        if out.size:
+            emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
+                      (at * x.strides[axis], x.strides))
+        at += out.shape[axis]
+
+
+def slice_plan(shape: tuple[int, ...], ins: list[Tensor | None]) -> tuple[list[int], list[int]]:
+    """Per dim of the input: (first index, step) of ONNX Slice with constant inputs."""
+    def value(k: int) -> list[int] | None:
+        t = ins[k] if k < len(ins) else None
+        return None if t is None else [int(v) for v in np.asarray(t.value).reshape(-1)]
+
+    starts, ends = value(1), value(2)
+    if starts is None or ends is None:
+        raise Unsupported("Slice needs constant starts and ends")
+    axes = value(3) or list(range(len(starts)))
+    steps = value(4) or [1] * len(starts)
+    first = [0] * len(shape)
+    step = [1] * len(shape)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = a + len(shape) if a < 0 else a
+        first[a], _, step[a] = slice(s, e, st).indices(shape[a])
+    return first, step
+
+
+def emit_slice(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    first, step = slice_plan(x.shape, ins)
+    offset = sum(f * s for f, s in zip(first, x.strides))
+    if out.size:
+        emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
+                  (offset, [s * k for s, k in zip(x.strides, step)]))
+
+
+def emit_gather(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    data, indices, out = ins[0], ins[1], outs[0]
+    assert data is not None and indices is not None
+    axis = _axis(call, data.rank)
+    outer = int(np.prod(data.shape[:axis], dtype=np.int64))
+    dim = data.shape[axis]
+    inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
+    nq = indices.size
+    src = ctx.src
+    chunk = f"{inner} * sizeof({data.ctype})"
+    with src.block(f"for (long o = 0; o < {outer}; o++)"):
+        with src.block(f"for (long q = 0; q < {nq}; q++)"):
+            src.line(f"long j = (long){indices.ptr}[q];")
+            src.line(f"if (j < 0) j += {dim};")
+            src.line(f"{data.ctype} *dst = {out.ptr} + (o * {nq} + q) * {inner};")
+            # An index out of range gives zeros, never a read outside the tensor.
+            src.line(f"if (j < 0 || j >= {dim}) memset(dst, 0, {chunk});")
+            src.line(f"else memcpy(dst, {data.ptr} + (o * {dim} + j) * {inner}, {chunk});")
+
+
+def emit_expand(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    if out.size:
+        emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
+                  (0, broadcast_strides(x.shape, out.shape)))
+
+
+def emit_shape(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    rank = x.rank
+    start = int(call.attrs.get("start", 0))
+    end = int(call.attrs.get("end", rank))
+    dims = x.shape[slice(start, end)]
+    for k, d in enumerate(dims):
+        ctx.src.line(f"{out.ptr}[{k}] = {literal(d, 'int64')};")
+
+
+def emit_constant_of_shape(ctx: Emit, call: Call, ins: list[Tensor | None],
+                           outs: list[Tensor]) -> None:
+    out = outs[0]
+    value = call.attrs.get("value")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if out.size == 0:
+        return
+    if not fill.any():
+        ctx.src.line(f"memset({out.ptr}, 0, {out.nbytes});")
+        return
+    lit = literal(fill[0].item(), out.dtype)
+    ctx.src.line(f"for (long i = 0; i < {out.size}; i++) {out.ptr}[i] = {lit};")
+
+
+EMITTERS = {
+    **{op: emit_copy_like for op in VIEW_OPS},
+    "Transpose": emit_transpose,
+    "Concat": emit_concat,
+    "Split": emit_split,
+    "Slice": emit_slice,
+    "Gather": emit_gather,
+    "Expand": emit_expand,
+    "Shape": emit_shape,
+    "ConstantOfShape": emit_constant_of_shape,
+}

@@ -1,0 +1,58 @@
+"""Pooling: MaxPool and AveragePool (1-D, 2-D) by C helpers; global pools as one loop nest."""
+
+from __future__ import annotations
+
+from byoc.ir import Call
+
+from ..emitter import Emit, Tensor
+from .window import window
+
+
+def _pool_dims(call: Call, x: Tensor, out: Tensor) -> tuple[list[int], list[int]]:
+    """[N*C, H, W, OH, OW, KH, KW, SH, SW, PH, PW] and the (end pad H, end pad W, DH, DW)."""
+    kernel = tuple(call.attrs["kernel_shape"])
+    win = window(call, x.shape[2:], kernel, out.shape[2:]).as_2d()
+    spatial = x.shape[2:] if x.rank == 4 else (1, *x.shape[2:])
+    out_spatial = out.shape[2:] if out.rank == 4 else (1, *out.shape[2:])
+    dims = [x.shape[0] * x.shape[1], *spatial, *out_spatial, *win.kernel, *win.strides,
+            *win.begin]
+    return dims, [*win.end, *win.dilations]
+
+
+def emit_max_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    ctx.need("pool")
+    dims, (_, _, dh, dw) = _pool_dims(call, x, out)
+    args = ", ".join(str(d) for d in [*dims, dh, dw])
+    ctx.src.line(f"byoc_maxpool2d({x.ptr}, {out.ptr}, {args});")
+
+
+def emit_average_pool(ctx: Emit, call: Call, ins: list[Tensor | None],
+                      outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    ctx.need("pool")
+    dims, (eh, ew, _, _) = _pool_dims(call, x, out)
+    count_pad = int(call.attrs.get("count_include_pad", 0))
+    args = ", ".join(str(d) for d in [*dims, eh, ew, count_pad])
+    ctx.src.line(f"byoc_avgpool2d({x.ptr}, {out.ptr}, {args});")
+
+
+def emit_global_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    x, out = ins[0], outs[0]
+    assert x is not None
+    planes = x.shape[0] * x.shape[1]
+    n = x.size // planes if planes else 0
+    src = ctx.src
+    is_max = call.op == "GlobalMaxPool"
+    with src.block(f"for (long p = 0; p < {planes}; p++)"):
+        src.line(f"const float *restrict xp = {x.ptr} + p * {n};")
+        src.line("float acc = -INFINITY;" if is_max else "float acc = 0.0f;")
+        step = "acc = xp[i] > acc ? xp[i] : acc;" if is_max else "acc += xp[i];"
+        src.line(f"for (long i = 0; i < {n}; i++) {step}")
+        src.line(f"{out.ptr}[p] = acc;" if is_max else f"{out.ptr}[p] = acc / {n}.0f;")
+
+
+EMITTERS = {"MaxPool": emit_max_pool, "AveragePool": emit_average_pool,
+            "GlobalAveragePool": emit_global_pool, "GlobalMaxPool": emit_global_pool}

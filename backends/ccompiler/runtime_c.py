@@ -1,0 +1,518 @@
+"""The C helpers generated regions call: vectorized math, a packed GEMM, conv and pool drivers.
+
+The big helpers (GEMM, conv, pools) form a library compiled once into an object file that
+every region links (``LIBRARY``), so a region's own compile stays small; the small ones (exp,
+tanh, erf, vector sums) are pasted into each region that asks for them (``render``), where
+they inline into its loops. All of it is byoc's own C and takes no string from a model.
+
+The GEMM is the classic BLIS shape: B is packed into NR-wide panels (from a strided matrix, or
+straight from a conv's input, which is im2col without the buffer), A into MR-tall panels with
+alpha folded in, and a 6 x 2*VW micro-kernel keeps its accumulators in vector registers (GCC
+vector extensions: AVX when compiled for it, SSE or NEON otherwise).
+"""
+
+from __future__ import annotations
+
+# Sizes the Python side needs to reserve scratch for packing (largest NR: AVX's 16).
+MR, NR, KC, MC, NC = 6, 16, 256, 72, 1024
+
+_PRELUDE = r"""
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+"""
+
+_VEC = r"""
+#if defined(__AVX__)
+#define BYOC_VW 8
+#else
+#define BYOC_VW 4
+#endif
+typedef float byoc_vf __attribute__((vector_size(4 * BYOC_VW), aligned(4), may_alias));
+"""
+
+# Cephes-style exp: range reduction by ln 2 and a degree-6 polynomial, about 1 ulp; written
+# without branches (and compiled with -fno-trapping-math) so that loops calling it vectorize.
+_MATH = r"""
+static inline float byoc_expf(float x) {
+    x = x < 88.3762626647949f ? x : 88.3762626647949f;
+    x = x > -87.3365447505531f ? x : -87.3365447505531f;
+    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+static inline float byoc_sigmoidf(float x) { return 1.0f / (1.0f + byoc_expf(-x)); }
+static inline float byoc_tanhf(float x) {
+    /* Near 0, 1 - 2/(e^2x + 1) loses digits; the odd Taylor series is exact there. */
+    float ax = fabsf(x);
+    float e = byoc_expf(-2.0f * ax);
+    float big = (1.0f - e) / (1.0f + e);
+    float x2 = x * x;
+    float small = ax * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * -0.0539682540f)));
+    float t = ax < 0.0625f ? small : big;
+    return x < 0.0f ? -t : t;
+}
+static inline float byoc_erff(float x) {
+    /* Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7. */
+    float ax = fabsf(x);
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float y = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f
+              + t * (-1.453152027f + t * 1.061405429f))));
+    float r = 1.0f - y * byoc_expf(-ax * ax);
+    return x < 0.0f ? -r : r;
+}
+"""
+
+_GEMM = r"""
+#define BYOC_MR 6
+#define BYOC_NR (2 * BYOC_VW)
+#define BYOC_KC 256
+#define BYOC_MC 72
+#define BYOC_NC 1024
+
+/* Writes rows k0..k0+kc, columns j0..j0+nc of B as NR-wide panels, zero-padded. */
+typedef void (*byoc_pack_fn)(const void *src, long k0, long kc, long j0, long nc, float *bp);
+
+static void byoc_pack_b_mat(const void *src, long k0, long kc, long j0, long nc, float *bp) {
+    const byoc_mat *b = (const byoc_mat *)src;
+    for (long jp = 0; jp < nc; jp += BYOC_NR) {
+        long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR;
+        const float *s = b->p + k0 * b->rs + (j0 + jp) * b->cs;
+        float *d = bp + jp * kc;
+        if (n == BYOC_NR && b->cs == 1) {
+            for (long k = 0; k < kc; k++)
+                for (int j = 0; j < BYOC_NR; j++) d[k * BYOC_NR + j] = s[k * b->rs + j];
+        } else {
+            for (long k = 0; k < kc; k++) {
+                for (long j = 0; j < n; j++) d[k * BYOC_NR + j] = s[k * b->rs + j * b->cs];
+                for (long j = n; j < BYOC_NR; j++) d[k * BYOC_NR + j] = 0.0f;
+            }
+        }
+    }
+}
+
+static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, float alpha,
+                        float *ap) {
+    for (long ip = 0; ip < mc; ip += BYOC_MR) {
+        long m = mc - ip < BYOC_MR ? mc - ip : BYOC_MR;
+        const float *s = a->p + (i0 + ip) * a->rs + k0 * a->cs;
+        for (long k = 0; k < kc; k++) {
+            for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = alpha * s[i * a->rs + k * a->cs];
+            for (long i = m; i < BYOC_MR; i++) ap[k * BYOC_MR + i] = 0.0f;
+        }
+        ap += kc * BYOC_MR;
+    }
+}
+
+static void byoc_ukernel(long kc, const float *restrict ap, const float *restrict bp,
+                         float *restrict c, long ldc, long m, long n, int accumulate) {
+    byoc_vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+    byoc_vf c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    for (long k = 0; k < kc; k++) {
+        byoc_vf b0 = *(const byoc_vf *)(bp + k * BYOC_NR);
+        byoc_vf b1 = *(const byoc_vf *)(bp + k * BYOC_NR + BYOC_VW);
+        const float *a = ap + k * BYOC_MR;
+        c00 += a[0] * b0; c01 += a[0] * b1;
+        c10 += a[1] * b0; c11 += a[1] * b1;
+        c20 += a[2] * b0; c21 += a[2] * b1;
+        c30 += a[3] * b0; c31 += a[3] * b1;
+        c40 += a[4] * b0; c41 += a[4] * b1;
+        c50 += a[5] * b0; c51 += a[5] * b1;
+    }
+    float acc[BYOC_MR][BYOC_NR];
+    *(byoc_vf *)&acc[0][0] = c00; *(byoc_vf *)&acc[0][BYOC_VW] = c01;
+    *(byoc_vf *)&acc[1][0] = c10; *(byoc_vf *)&acc[1][BYOC_VW] = c11;
+    *(byoc_vf *)&acc[2][0] = c20; *(byoc_vf *)&acc[2][BYOC_VW] = c21;
+    *(byoc_vf *)&acc[3][0] = c30; *(byoc_vf *)&acc[3][BYOC_VW] = c31;
+    *(byoc_vf *)&acc[4][0] = c40; *(byoc_vf *)&acc[4][BYOC_VW] = c41;
+    *(byoc_vf *)&acc[5][0] = c50; *(byoc_vf *)&acc[5][BYOC_VW] = c51;
+    if (m == BYOC_MR && n == BYOC_NR) {
+        if (accumulate) {
+            for (int i = 0; i < BYOC_MR; i++)
+                for (int j = 0; j < BYOC_NR; j++) c[i * ldc + j] += acc[i][j];
+        } else {
+            for (int i = 0; i < BYOC_MR; i++)
+                for (int j = 0; j < BYOC_NR; j++) c[i * ldc + j] = acc[i][j];
+        }
+        return;
+    }
+    for (long i = 0; i < m; i++)
+        for (long j = 0; j < n; j++)
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+static float byoc_dot(const float *a, const float *b, long n) {
+    byoc_vf s0 = {0}, s1 = {0};
+    long k = 0;
+    for (; k + 2 * BYOC_VW <= n; k += 2 * BYOC_VW) {
+        s0 += *(const byoc_vf *)(a + k) * *(const byoc_vf *)(b + k);
+        s1 += *(const byoc_vf *)(a + k + BYOC_VW) * *(const byoc_vf *)(b + k + BYOC_VW);
+    }
+    s0 += s1;
+    float s = 0.0f;
+    for (int l = 0; l < BYOC_VW; l++) s += s0[l];
+    for (; k < n; k++) s += a[k] * b[k];
+    return s;
+}
+
+/* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
+static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A, byoc_pack_fn pack,
+                      const void *bsrc, float *C, long ldc, int accumulate, float *ws) {
+    if (K == 0) {
+        if (!accumulate)
+            for (long i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * N);
+        return;
+    }
+    long kcmax = K < BYOC_KC ? K : BYOC_KC;
+    float *ap = ws;
+    float *bp = ws + ((BYOC_MC + BYOC_MR) * kcmax + 15) / 16 * 16;
+    for (long jc = 0; jc < N; jc += BYOC_NC) {
+        long nc = N - jc < BYOC_NC ? N - jc : BYOC_NC;
+        for (long pc = 0; pc < K; pc += BYOC_KC) {
+            long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
+            pack(bsrc, pc, kc, jc, nc, bp);
+            for (long ic = 0; ic < M; ic += BYOC_MC) {
+                long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
+                byoc_pack_a(A, ic, mc, pc, kc, alpha, ap);
+                for (long jr = 0; jr < nc; jr += BYOC_NR) {
+                    long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
+                    for (long ir = 0; ir < mc; ir += BYOC_MR) {
+                        long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                        byoc_ukernel(kc, ap + ir * kc, bp + jr * kc, C + (ic + ir) * ldc + jc + jr,
+                                     ldc, m, n, accumulate || pc > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* The same over a strided B; a row or two of A is done as vector dots or axpys instead. */
+void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
+                          float *C, long ldc, int accumulate, float *ws) {
+    if (M <= 2 && B.rs == 1 && A.cs == 1) {
+        for (long i = 0; i < M; i++)
+            for (long j = 0; j < N; j++) {
+                float v = alpha * byoc_dot(A.p + i * A.rs, B.p + j * B.cs, K);
+                C[i * ldc + j] = accumulate ? C[i * ldc + j] + v : v;
+            }
+        return;
+    }
+    if (M <= 2 && B.cs == 1) {
+        for (long i = 0; i < M; i++) {
+            float *restrict c = C + i * ldc;
+            if (!accumulate) memset(c, 0, sizeof(float) * N);
+            for (long k = 0; k < K; k++) {
+                float a = alpha * A.p[i * A.rs + k * A.cs];
+                const float *restrict b = B.p + k * B.rs;
+                for (long j = 0; j < N; j++) c[j] += a * b[j];
+            }
+        }
+        return;
+    }
+    byoc_gemm(M, N, K, alpha, &A, byoc_pack_b_mat, &B, C, ldc, accumulate, ws);
+}
+"""
+
+_CONV = r"""
+/* A conv's input seen as the im2col matrix B[(c, kh, kw)][(oh, ow)], never materialized. */
+typedef struct {
+    const float *x;
+    long H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW;
+} byoc_im2col;
+
+static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long nc, float *bp) {
+    const byoc_im2col *v = (const byoc_im2col *)src;
+    const long khw = v->KH * v->KW, hw = v->H * v->W;
+    long ihb[BYOC_NR], iwb[BYOC_NR];
+    for (long jp = 0; jp < nc; jp += BYOC_NR) {
+        long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR;
+        for (long l = 0; l < n; l++) {
+            long j = j0 + jp + l;
+            ihb[l] = (j / v->OW) * v->SH - v->PH;
+            iwb[l] = (j % v->OW) * v->SW - v->PW;
+        }
+        int one_row = n == BYOC_NR && ihb[0] == ihb[n - 1] && v->SW == 1;
+        long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
+        float *d = bp + jp * kc;
+        for (long k = 0; k < kc; k++, d += BYOC_NR) {
+            const float *xc = v->x + c * hw;
+            long dh = kh * v->DH, dw = kw * v->DW;
+            if (one_row) {
+                long ih = ihb[0] + dh, iw0 = iwb[0] + dw;
+                if (ih < 0 || ih >= v->H) {
+                    for (int l = 0; l < BYOC_NR; l++) d[l] = 0.0f;
+                    goto next;
+                }
+                if (iw0 >= 0 && iw0 + BYOC_NR <= v->W) {
+                    memcpy(d, xc + ih * v->W + iw0, sizeof(float) * BYOC_NR);
+                    goto next;
+                }
+            }
+            for (long l = 0; l < n; l++) {
+                long ih = ihb[l] + dh, iw = iwb[l] + dw;
+                d[l] = (ih >= 0 && ih < v->H && iw >= 0 && iw < v->W) ? xc[ih * v->W + iw] : 0.0f;
+            }
+            for (long l = n; l < BYOC_NR; l++) d[l] = 0.0f;
+        next:
+            if (++kw == v->KW) { kw = 0; if (++kh == v->KH) { kh = 0; c++; } }
+        }
+    }
+}
+
+/* The range [lo, hi) of outputs o for which o * s + off lands inside [0, n). */
+static inline void byoc_valid(long n, long s, long off, long count, long *lo, long *hi) {
+    long a = off < 0 ? (-off + s - 1) / s : 0;
+    long b = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1;
+    *lo = a < count ? a : count;
+    *hi = b < count ? b : count;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Depthwise (one input channel per group): direct loops, vectorized along the output row. */
+static void byoc_conv_depthwise(const float *x, const float *w, const float *bias, float *y,
+                                long N, long C, long H, long W, long M, long OH, long OW,
+                                long KH, long KW, long SH, long SW, long PH, long PW,
+                                long DH, long DW) {
+    long mg = M / C;
+    for (long n = 0; n < N; n++)
+        for (long co = 0; co < M; co++) {
+            const float *xc = x + (n * C + co / mg) * H * W;
+            const float *wk = w + co * KH * KW;
+            float *yc = y + (n * M + co) * OH * OW;
+            float b = bias ? bias[co] : 0.0f;
+            for (long oh = 0; oh < OH; oh++) {
+                float *restrict yr = yc + oh * OW;
+                for (long ow = 0; ow < OW; ow++) yr[ow] = b;
+                for (long kh = 0; kh < KH; kh++) {
+                    long ih = oh * SH - PH + kh * DH;
+                    if (ih < 0 || ih >= H) continue;
+                    const float *restrict xr = xc + ih * W;
+                    for (long kw = 0; kw < KW; kw++) {
+                        float wv = wk[kh * KW + kw];
+                        long off = kw * DW - PW, lo, hi;
+                        byoc_valid(W, SW, off, OW, &lo, &hi);
+                        if (SW == 1)
+                            for (long ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
+                        else
+                            for (long ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * SW + off];
+                    }
+                }
+            }
+        }
+}
+
+/* y = conv(x, w) + bias over NCHW; groups G. ws: byoc_gemm scratch floats. */
+void byoc_conv2d(const float *x, const float *w, const float *bias, float *y,
+                        long N, long C, long H, long W, long M, long OH, long OW,
+                        long KH, long KW, long SH, long SW, long PH, long PW, long DH, long DW,
+                        long G, float *ws) {
+    long cg = C / G, mg = M / G, kdim = cg * KH * KW, ohw = OH * OW;
+    if (cg == 1 && KH * KW <= 64) {
+        byoc_conv_depthwise(x, w, bias, y, N, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW);
+        return;
+    }
+    int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
+                    && OH == H && OW == W;
+    for (long n = 0; n < N; n++)
+        for (long g = 0; g < G; g++) {
+            float *yg = y + (n * M + g * mg) * ohw;
+            if (bias)
+                for (long m = 0; m < mg; m++)
+                    for (long j = 0; j < ohw; j++) yg[m * ohw + j] = bias[g * mg + m];
+            byoc_mat a = {w + g * mg * kdim, kdim, 1};
+            const float *xg = x + (n * C + g * cg) * H * W;
+            if (pointwise) {
+                byoc_mat b = {xg, H * W, 1};
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, byoc_pack_b_mat, &b, yg, ohw, bias != 0, ws);
+            } else {
+                byoc_im2col b = {xg, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW};
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, byoc_pack_b_im2col, &b, yg, ohw, bias != 0, ws);
+            }
+        }
+}
+
+/* y = conv_transpose(x, w) + bias: a GEMM into columns, then col2im (scatter-add).
+   w is [C, M/G, KH, KW]. ws: (M/G)*KH*KW*H*W floats of columns, then GEMM scratch. */
+void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, float *y,
+                                  long N, long C, long H, long W, long M, long OH, long OW,
+                                  long KH, long KW, long SH, long SW, long PH, long PW,
+                                  long DH, long DW, long G, float *ws) {
+    long cg = C / G, mg = M / G, rows = mg * KH * KW, hw = H * W;
+    float *cols = ws, *scratch = ws + (rows * hw + 15) / 16 * 16;
+    for (long n = 0; n < N; n++)
+        for (long g = 0; g < G; g++) {
+            byoc_mat a = {w + g * cg * rows, 1, rows};
+            byoc_mat b = {x + (n * C + g * cg) * hw, hw, 1};
+            byoc_gemm_mat(rows, hw, cg, 1.0f, a, b, cols, hw, 0, scratch);
+            for (long m = 0; m < mg; m++) {
+                float *yc = y + (n * M + g * mg + m) * OH * OW;
+                float b0 = bias ? bias[g * mg + m] : 0.0f;
+                for (long j = 0; j < OH * OW; j++) yc[j] = b0;
+                for (long kh = 0; kh < KH; kh++)
+                    for (long kw = 0; kw < KW; kw++) {
+                        const float *col = cols + ((m * KH + kh) * KW + kw) * hw;
+                        for (long ih = 0; ih < H; ih++) {
+                            long oh = ih * SH - PH + kh * DH;
+                            if (oh < 0 || oh >= OH) continue;
+                            /* ow = iw * SW + off must be in [0, OW): the valid iw range. */
+                            long off = kw * DW - PW, lo, hi;
+                            lo = off < 0 ? (-off + SW - 1) / SW : 0;
+                            hi = OW - 1 - off < 0 ? 0 : (OW - 1 - off) / SW + 1;
+                            if (hi > W) hi = W;
+                            float *restrict yr = yc + oh * OW;
+                            const float *restrict cr = col + ih * W;
+                            for (long iw = lo; iw < hi; iw++) yr[iw * SW + off] += cr[iw];
+                        }
+                    }
+            }
+        }
+}
+"""
+
+_POOL = r"""
+void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
+                           long KH, long KW, long SH, long SW, long PH, long PW,
+                           long DH, long DW) {
+    for (long p = 0; p < NC; p++) {
+        const float *xc = x + p * H * W;
+        float *yc = y + p * OH * OW;
+        for (long oh = 0; oh < OH; oh++)
+            for (long ow = 0; ow < OW; ow++) {
+                float m = -INFINITY;
+                for (long kh = 0; kh < KH; kh++) {
+                    long ih = oh * SH - PH + kh * DH;
+                    if (ih < 0 || ih >= H) continue;
+                    for (long kw = 0; kw < KW; kw++) {
+                        long iw = ow * SW - PW + kw * DW;
+                        if (iw < 0 || iw >= W) continue;
+                        float v = xc[ih * W + iw];
+                        m = v > m ? v : m;
+                    }
+                }
+                yc[oh * OW + ow] = m;
+            }
+    }
+}
+
+/* Average over the window; with count_include_pad the divisor counts padding but not what a
+   ceil_mode window hangs past it (PHE, PWE: the padding at the far ends). */
+void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
+                           long KH, long KW, long SH, long SW, long PH, long PW, long PHE,
+                           long PWE, int count_pad) {
+    for (long p = 0; p < NC; p++) {
+        const float *xc = x + p * H * W;
+        float *yc = y + p * OH * OW;
+        for (long oh = 0; oh < OH; oh++) {
+            long h0 = oh * SH - PH, h1 = h0 + KH < H + PHE ? h0 + KH : H + PHE;
+            long hs = h0 > 0 ? h0 : 0, he = h1 < H ? h1 : H;
+            for (long ow = 0; ow < OW; ow++) {
+                long w0 = ow * SW - PW, w1 = w0 + KW < W + PWE ? w0 + KW : W + PWE;
+                long ws = w0 > 0 ? w0 : 0, we = w1 < W ? w1 : W;
+                float s = 0.0f;
+                for (long ih = hs; ih < he; ih++)
+                    for (long iw = ws; iw < we; iw++) s += xc[ih * W + iw];
+                long count = count_pad ? (h1 - h0) * (w1 - w0) : (he - hs) * (we - ws);
+                yc[oh * OW + ow] = count > 0 ? s / (float)count : 0.0f;
+            }
+        }
+    }
+}
+"""
+
+# Sums and maxima of contiguous rows with vector accumulators: a plain C loop would be kept in
+# order (float addition is not associative) and so never vectorized.
+_REDUCE = r"""
+static float byoc_sum(const float *x, long n) {
+    byoc_vf s0 = {0}, s1 = {0};
+    long i = 0;
+    for (; i + 2 * BYOC_VW <= n; i += 2 * BYOC_VW) {
+        s0 += *(const byoc_vf *)(x + i);
+        s1 += *(const byoc_vf *)(x + i + BYOC_VW);
+    }
+    s0 += s1;
+    float s = 0.0f;
+    for (int l = 0; l < BYOC_VW; l++) s += s0[l];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+static float byoc_sum_sq_dev(const float *x, long n, float mean) {
+    byoc_vf s0 = {0}, s1 = {0};
+    long i = 0;
+    for (; i + 2 * BYOC_VW <= n; i += 2 * BYOC_VW) {
+        byoc_vf d0 = *(const byoc_vf *)(x + i) - mean;
+        byoc_vf d1 = *(const byoc_vf *)(x + i + BYOC_VW) - mean;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+    }
+    s0 += s1;
+    float s = 0.0f;
+    for (int l = 0; l < BYOC_VW; l++) s += s0[l];
+    for (; i < n; i++) s += (x[i] - mean) * (x[i] - mean);
+    return s;
+}
+static float byoc_max(const float *x, long n) {
+    float m = -INFINITY;
+    for (long i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+"""
+
+# What regions call in the library: declarations shared by the library and every region.
+_DECLS = r"""
+/* Element (i, j) of a matrix view is p[i * rs + j * cs]. */
+typedef struct { const float *p; long rs, cs; } byoc_mat;
+#define BYOC_API __attribute__((visibility("hidden")))
+BYOC_API void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
+                            float *C, long ldc, int accumulate, float *ws);
+BYOC_API void byoc_conv2d(const float *x, const float *w, const float *bias, float *y,
+                          long N, long C, long H, long W, long M, long OH, long OW,
+                          long KH, long KW, long SH, long SW, long PH, long PW, long DH, long DW,
+                          long G, float *ws);
+BYOC_API void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, float *y,
+                                    long N, long C, long H, long W, long M, long OH, long OW,
+                                    long KH, long KW, long SH, long SW, long PH, long PW,
+                                    long DH, long DW, long G, float *ws);
+BYOC_API void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
+                             long KH, long KW, long SH, long SW, long PH, long PW,
+                             long DH, long DW);
+BYOC_API void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH,
+                             long OW, long KH, long KW, long SH, long SW, long PH, long PW,
+                             long PHE, long PWE, int count_pad);
+"""
+
+# Compiled once into an object file that every region links: the big helpers.
+LIBRARY = "\n".join(part.strip("\n") for part in (_PRELUDE, _VEC, _DECLS, _GEMM, _CONV, _POOL))
+LINKED = frozenset({"gemm", "conv", "pool"})  # what ctx.need() names that the library holds
+_INLINE = {"math": _MATH, "reduce": _REDUCE}  # pasted into the region (they inline into loops)
+
+
+def render(needed: set[str]) -> str:
+    """The top of a region's source: headers, declarations of the library if it is called,
+    and the inline helpers in ``needed``."""
+    parts = [_PRELUDE, _VEC]
+    if needed & LINKED:
+        parts.append(_DECLS)
+    parts += [_INLINE[name] for name in sorted(needed - LINKED)]
+    return "\n".join(p.strip("\n") for p in parts) + "\n"
+
+
+def links_library(needed: set[str]) -> bool:
+    return bool(needed & LINKED)
+
+
+def gemm_scratch(m: int, n: int, k: int) -> int:
+    """Floats of scratch byoc_gemm needs for an M x N x K product (packed A and B)."""
+    kc = min(k, KC)
+    a = ((MC + MR) * kc + 15) // 16 * 16
+    return a + kc * (min(n, NC) + NR)

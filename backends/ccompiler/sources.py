@@ -1,0 +1,68 @@
+"""Write the C of a partitioned module's ccompiler regions into a folder, one file per region.
+
+    write_c_sources(byoc.partition(mod, backends=["ccompiler"]), "out/")
+
+Each file starts with a comment naming the region and the ONNX nodes it came from. A region
+whose parameters have static shapes is generated for them; one with dynamic dims gets its C only
+at its first call, so pass the ``Executable`` that ran it to write what it built.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from byoc.codegen import CSource, Names
+from byoc.ir import Call, IRModule, TensorType, post_order
+
+from .codegen import Generated, generate
+from .runtime import CompiledRegion
+
+COMPILER = "ccompiler"
+
+
+def write_c_sources(mod: IRModule, directory: str | os.PathLike, executable=None) -> list[Path]:
+    """Write each ccompiler region's C into ``directory``; returns the files written."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = Names("region_", max_len=80)
+    built = dict(getattr(executable, "external", {}) or {})
+    written = []
+    for name, func in mod.functions.items():
+        if name == "main" or func.attrs.get("Compiler") != COMPILER:
+            continue
+        stem = names.unique(name)
+        sources = _sources(func, built.get(name))
+        if not sources:
+            path = folder / f"{stem}.c"
+            path.write_text(_pending(name, func))
+            written.append(path)
+        for k, gen in enumerate(sources):
+            path = folder / (f"{stem}.c" if k == 0 else f"{stem}__{k + 1}.c")
+            path.write_text(gen.source)
+            written.append(path)
+    return written
+
+
+def _sources(func, compiled) -> list[Generated]:
+    if isinstance(compiled, CompiledRegion) and compiled.specializations:
+        return compiled.specializations
+    if all(isinstance(p.type, TensorType) and p.type.is_static for p in func.params):
+        return [generate(func)]
+    return []
+
+
+def _pending(name: str, func) -> str:
+    """A file for a region whose shapes are not known yet: what it holds, and why no code."""
+    src = CSource()
+    src.comment(f"byoc ccompiler: region {name}")
+    nodes = [e for e in post_order(func.body) if isinstance(e, Call)]
+    src.comment(f"ONNX nodes ({len(nodes)}):")
+    for call in nodes:
+        label = call.span.name if call.span is not None else ""
+        src.comment(f"  {label} ({call.op_name})")
+    for p in func.params:
+        src.comment(f"input {p.name}: {p.type}")
+    src.comment("Its inputs have dynamic dims: the C is generated for the shapes of its first "
+                "call. Run the model, then pass the executable to write_c_sources.")
+    return src.text()

@@ -1,0 +1,285 @@
+"""Regions of a function: read from its compiler_begin/compiler_end annotations, or written as them.
+
+    %0 = annotation.compiler_begin(%x, compiler="ref")
+    %1 = annotation.compiler_begin(%w, compiler="ref")
+    %2 = Conv(%0, %1)                          # region 0: every argument is inside it
+    %3 = Relu(%2)                              # region 0
+    %4 = annotation.compiler_end(%3, compiler="ref")
+    %5 = Abs(%4)                               # host: no argument is inside a region
+
+Rules (TVM's AnnotatedRegionSet, with errors that say what to fix):
+
+1. A compiler_begin opens a region; a node whose arguments are all inside regions joins them
+   (regions it joins become one); a node with no argument inside a region runs on the host.
+2. A node with some arguments inside a region and some not is an error naming the argument
+   that lacks its compiler_begin (TVM's "Arg regions are inconsistent").
+3. A value leaves a region only through compiler_end; a function output that is still inside
+   a region is an error, and so is a compiler_end of a value outside every region.
+4. Parts of one region that no data edge joins (two branches merged side by side) carry the same
+   ``region=<int>`` attr on their annotations; written only where needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ModelError
+from ..ir import Call, Constant, Expr, Function, Tuple, Var, children, post_order, with_children
+from .annotation import BEGIN, END, compiler_begin, compiler_end
+from .names import describe, node_key
+
+
+@dataclass
+class Regions:
+    """Which nodes of a function run in which region.
+
+    ``func`` is the function without annotations and ``order`` its nodes, producers first
+    (leaves included), ending with ``func.body``. ``region_of`` maps id(node) to a region index
+    for the calls and TupleGetItems inside a region; host nodes and leaves (Var, Constant) are
+    absent. ``targets[r]`` is region r's backend. Regions are numbered by their first node.
+    """
+
+    func: Function
+    order: list[Expr]
+    region_of: dict[int, int]
+    targets: list[str]
+    graph: IndexGraph | None = field(default=None, repr=False)  # of ``order``, built once
+
+    def index_graph(self) -> IndexGraph:
+        if self.graph is None:
+            self.graph = IndexGraph.of(self.order)
+        return self.graph
+
+    def with_regions(self, region_of: dict[int, int], targets: list[str]) -> Regions:
+        """Other regions over the same nodes (sharing the index graph)."""
+        return Regions(self.func, self.order, region_of, targets, self.graph)
+
+    def positions(self) -> list[int]:
+        """The region of each node of ``order`` by position, -1 for host nodes and leaves."""
+        region_of = self.region_of
+        return [region_of.get(id(e), -1) for e in self.order]
+
+    def members(self) -> list[list[int]]:
+        """Each region's nodes as positions in ``order``, producers first."""
+        out: list[list[int]] = [[] for _ in self.targets]
+        for i, r in enumerate(self.positions()):
+            if r >= 0:
+                out[r].append(i)
+        return out
+
+
+@dataclass
+class IndexGraph:
+    """Nodes as positions in a producers-first order: the passes that sweep the whole graph
+    several times work on these integers rather than walking expressions again."""
+
+    kids: list[tuple[int, ...]]  # positions of what each node reads, in argument order
+    leaf: list[bool]  # Var or Constant: no region ever holds it
+
+    @staticmethod
+    def of(order: list[Expr]) -> IndexGraph:
+        pos: dict[int, int] = {}
+        kids: list[tuple[int, ...]] = []
+        leaf: list[bool] = []
+        for i, e in enumerate(order):
+            pos[id(e)] = i
+            kids.append(tuple([pos[id(k)] for k in children(e)]))
+            leaf.append(isinstance(e, (Var, Constant)))
+        return IndexGraph(kids, leaf)
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict = {}
+
+    def find(self, x):
+        parent = self.parent
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a, b) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def numbered(order: list[Expr], key_of: dict[int, object]) -> tuple[dict[int, int], list]:
+    """Region indices by first appearance in ``order``, for nodes keyed by any region key."""
+    index: dict[object, int] = {}
+    region_of: dict[int, int] = {}
+    keys: list = []
+    for e in order:
+        key = key_of.get(id(e))
+        if key is not None:
+            r = index.get(key)
+            if r is None:
+                r = index[key] = len(keys)
+                keys.append(key)
+            region_of[id(e)] = r
+    return region_of, keys
+
+
+def _strip_end(arg: Expr) -> Expr:
+    """The value a compiler_end marks, for messages about it."""
+    return arg.args[0] if isinstance(arg, Call) and arg.op == END else arg  # type: ignore
+
+
+def find_regions(func: Function) -> Regions:
+    """Read the regions a function's annotations mark; errors name the node and argument."""
+    body = func.body
+    plain: dict[int, Expr] = {}  # id(annotated node) -> the node without annotations
+    token: dict[int, int] = {}  # id(annotated node) -> region token, for values inside regions
+    target_of: list[str] = []
+    sets = _UnionFind()
+    labelled: dict[tuple[str, object], int] = {}
+    order: list[Expr] = []
+    members: list[tuple[Expr, int]] = []  # (node without annotations, its region token)
+    for e in post_order(body):
+        if isinstance(e, Call) and (e.op == BEGIN or e.op == END):
+            arg = e.args[0]
+            compiler = e.attrs.get("compiler")
+            plain[id(e)] = plain[id(arg)]  # type: ignore[arg-type]
+            inner = token.get(id(arg))
+            if e.op == BEGIN:
+                if inner is not None:
+                    raise ModelError(f"compiler_begin(..., {compiler!r}) reads {describe(arg)}, "
+                                     f"which is still inside a region of "
+                                     f"{target_of[sets.find(inner)]!r}: end it with compiler_end "
+                                     "first", _key(arg), _op(arg))
+                t = token[id(e)] = len(target_of)
+                target_of.append(compiler)  # type: ignore[arg-type]
+                label = e.attrs.get("region")
+                if label is not None:
+                    sets.union(labelled.setdefault((compiler, label), t), t)  # type: ignore
+            elif inner is None:
+                raise ModelError(f"compiler_end(..., {compiler!r}) of {describe(_strip_end(arg))}"
+                                 " closes no region: that value is not computed inside one",
+                                 _key(arg), _op(arg))
+            elif target_of[sets.find(inner)] != compiler:
+                raise ModelError(f"compiler_end(..., {compiler!r}) closes a region of "
+                                 f"{target_of[sets.find(inner)]!r}", _key(arg), _op(arg))
+            continue
+        kids = children(e)
+        new = with_children(e, [plain[id(k)] for k in kids]) if kids else e
+        plain[id(e)] = new
+        order.append(new)
+        if e is body and isinstance(e, Tuple):
+            continue  # the outputs: checked below, with their names
+        inside = [token.get(id(k)) for k in kids]
+        if not kids or all(t is None for t in inside):
+            continue
+        if any(t is None for t in inside):
+            _raise_mixed(e, token, target_of, sets)
+        first = inside[0]
+        for k, t in zip(kids, inside):
+            if target_of[sets.find(t)] != target_of[sets.find(first)]:  # type: ignore[arg-type]
+                raise ModelError(f"reads {describe(_strip_end(k))} from a region of "
+                                 f"{target_of[sets.find(t)]!r} and other arguments from a region "
+                                 f"of {target_of[sets.find(first)]!r}: end one region with "
+                                 "compiler_end and begin the other with compiler_begin",
+                                 _key(e), _op(e))
+            sets.union(first, t)
+        token[id(e)] = first  # type: ignore[assignment]
+        members.append((new, first))  # type: ignore[arg-type]
+    _check_outputs(func, token, target_of, sets)
+    region_of, roots = numbered(order, {id(n): sets.find(t) for n, t in members})
+    return Regions(Function(func.params, plain[id(body)], func.attrs), order, region_of,
+                   [target_of[r] for r in roots])
+
+
+def _raise_mixed(e: Expr, token: dict[int, int], target_of: list[str], sets: _UnionFind) -> None:
+    args = e.args if isinstance(e, Call) else children(e)
+    t = next(token[id(a)] for a in args if a is not None and id(a) in token)
+    target = target_of[sets.find(t)]
+    for pos, a in enumerate(args):
+        if a is not None and id(a) not in token:
+            what = describe(_strip_end(a))
+            fix = f"wrap it as compiler_begin(<{what}>, {target!r})"
+            if isinstance(a, Call) and a.op == END:
+                fix = f"begin it again with compiler_begin(..., {target!r})"
+            raise ModelError(f"is in a region of {target!r}, but its argument {pos} ({what}) "
+                             f"enters the region without compiler_begin: {fix}", _key(e), _op(e))
+
+
+def _check_outputs(func: Function, token: dict[int, int], target_of: list[str],
+                   sets: _UnionFind) -> None:
+    body = func.body
+    outs = body.fields if isinstance(body, Tuple) else (body,)
+    names = list(func.attrs.get("output_names") or [])
+    for k, o in enumerate(outs):
+        if id(o) in token:
+            name = names[k] if k < len(names) else f"output {k}"
+            raise ModelError(f"function output {name!r} ({describe(o)}) is still inside a region "
+                             f"of {target_of[sets.find(token[id(o)])]!r}: wrap it in "
+                             "compiler_end")
+
+
+def _key(e: Expr) -> str | None:
+    e = _strip_end(e)
+    return node_key(e) if isinstance(e, Call) else None
+
+
+def _op(e: Expr) -> str | None:
+    e = _strip_end(e)
+    return e.op_name if isinstance(e, Call) else None
+
+
+def annotate(regions: Regions) -> Function:
+    """The function with compiler_begin on every value entering a region and compiler_end on
+    every value leaving one (constants and graph inputs included), each written once."""
+    region_of, targets = regions.region_of, regions.targets
+    label = _labels(regions)
+    new: dict[int, Expr] = {}
+    ends: dict[int, Expr] = {}
+    begins: dict[tuple[int, int], Expr] = {}
+
+    def read(k: Expr, r: int) -> Expr:
+        """``k`` as region ``r`` (-1: the host) reads it."""
+        rk = region_of.get(id(k), -1)
+        value = new[id(k)]
+        if rk == r:
+            return value
+        if rk >= 0:
+            end = ends.get(id(k))
+            if end is None:
+                end = ends[id(k)] = compiler_end(value, targets[rk], label[rk])
+            value = end
+        if r >= 0:
+            begin = begins.get((id(k), r))
+            if begin is None:
+                begin = begins[(id(k), r)] = compiler_begin(value, targets[r], label[r])
+            value = begin
+        return value
+
+    for e in regions.order:
+        kids = children(e)
+        if not kids:
+            new[id(e)] = e
+            continue
+        r = region_of.get(id(e), -1)
+        new[id(e)] = with_children(e, [read(k, r) for k in kids])
+    func = regions.func
+    return Function(func.params, read(func.body, -1), func.attrs)
+
+
+def _labels(regions: Regions) -> list[int | None]:
+    """``region=r`` for each region whose parts no data edge joins, None for the others."""
+    region_of = regions.region_of
+    sets = _UnionFind()
+    for e in regions.order:
+        r = region_of.get(id(e))
+        if r is None:
+            continue
+        sets.find(id(e))
+        for k in children(e):
+            # Consumers in one region of the same outside value share its compiler_begin.
+            sets.union(id(e), id(k) if region_of.get(id(k)) == r else (id(k), r))
+    parts: list[set] = [set() for _ in regions.targets]
+    for e in regions.order:
+        r = region_of.get(id(e))
+        if r is not None:
+            parts[r].add(sets.find(id(e)))
+    return [r if len(p) > 1 else None for r, p in enumerate(parts)]

@@ -1,0 +1,263 @@
+"""Build generated C as a cffi extension module (API mode, out of line), cached by content.
+
+    mod = build("void f(float *y) { y[0] = 1; }", "void f(float *y);", region="my_region")
+    mod.lib.f(mod.ffi.from_buffer("float[]", y))
+
+The module is named ``_byoc_<sha256[:16]>`` of everything that decides the binary: the source,
+the declarations, the flags, the compiler's ``--version``, the CPU (for ``-march=native``) and
+Python's extension ABI. It lives in ``$BYOC_CACHE_DIR``, else ``$XDG_CACHE_HOME/byoc``, else
+``~/.cache/byoc`` (under ``c/``), a folder only its owner may enter. A build happens in a private
+temporary folder and its result is renamed into place, so a half-written module is never seen
+and two processes building the same module at once both succeed. A failed compile leaves no
+module behind; its C file is kept under ``c/failed/`` for the error message.
+
+The C compiler is run without a shell; its command line holds only flags and paths named by
+hashes, never a string from a model.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import io
+import os
+import platform
+import shlex
+import shutil
+import stat
+import subprocess
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import cffi
+import cffi.recompiler
+
+from ..errors import ByocError
+
+KEY_VERSION = "1"  # bump when the way modules are built changes
+# -fno-math-errno and -fno-trapping-math let loops calling sqrtf or comparing floats vectorize;
+# neither changes a result. -march=native is dropped if the compiler refuses it.
+COMMON_FLAGS = ("-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11")
+# Generated regions are large and compiled often: -O2 with the cheap vectorizer cost model
+# compiles in two thirds of -O3's time and runs their loops as fast. Libraries built once
+# (the GEMM) get -O3.
+REGION_OPT = ("-O2", "-fvect-cost-model=cheap")
+LIBRARY_OPT = ("-O3",)
+_EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+_COMPILE_TIMEOUT_S = 600
+
+
+class CompileError(ByocError):
+    """The C compiler rejected generated code: which region, which file, what it said."""
+
+    def __init__(self, region: str, c_file: Path, message: str, command: list[str]):
+        self.region, self.c_file, self.message, self.command = region, c_file, message, command
+        first = next((ln for ln in message.splitlines() if "error" in ln), "")
+        first = first or (message.splitlines()[0] if message.strip() else "no message")
+        super().__init__(f"region {region!r}: the C compiler failed on {c_file}: {first}\n"
+                         f"{message}")
+
+
+class CacheError(ByocError):
+    """The cache folder cannot be made safe (not ours, or open to others)."""
+
+
+@dataclass
+class BuildStats:
+    """What this process built: modules compiled, found in the cache, seconds compiling."""
+
+    compiled: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+
+STATS = BuildStats()
+_LOCK = threading.Lock()
+_LOADED: dict[str, ModuleType] = {}
+_TOOLCHAIN: tuple[list[str], str, tuple[str, ...]] | None = None
+
+
+# -- where -----------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """``$BYOC_CACHE_DIR``, else ``$XDG_CACHE_HOME/byoc``, else ``~/.cache/byoc``."""
+    if os.environ.get("BYOC_CACHE_DIR"):
+        return Path(os.environ["BYOC_CACHE_DIR"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "byoc"
+    return Path.home() / ".cache" / "byoc"
+
+
+def _private_dir(path: Path) -> Path:
+    """``path`` created if needed, owned by us, mode 0o700 (a module here is code we run)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise CacheError(f"cache folder {path} belongs to another user; set BYOC_CACHE_DIR")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def module_dir() -> Path:
+    """The folder of built modules, created private."""
+    root = _private_dir(cache_root())
+    return _private_dir(root / "c")
+
+
+# -- the toolchain ---------------------------------------------------------------------------------
+
+
+def compiler_command() -> list[str]:
+    """The C compiler: ``$CC``, else the one Python was built with, else ``cc``."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shlex.split(cc)
+
+
+def _run(cmd: list[str], cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace",
+                          timeout=_COMPILE_TIMEOUT_S, check=False)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_id() -> str:
+    """What -march=native means on this machine, so a shared cache never mixes CPUs."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            info = [ln for ln in f.read().splitlines()
+                    if ln.split(":")[0].strip() in ("model name", "flags", "Features")]
+        return "\n".join(dict.fromkeys(info))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+
+
+def _probe_flags(cc: list[str]) -> tuple[str, ...]:
+    """COMMON_FLAGS, without -march=native if this compiler refuses it."""
+    with tempfile.TemporaryDirectory(prefix="byoc-probe-") as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text("int byoc_probe(void) { return 0; }\n")
+        done = _run([*cc, *COMMON_FLAGS, "-fPIC", "-c", str(src), "-o", str(Path(tmp) / "p.o")])
+    return COMMON_FLAGS if done.returncode == 0 else COMMON_FLAGS[1:]
+
+
+def toolchain() -> tuple[list[str], str, tuple[str, ...]]:
+    """The compiler command, its ``--version`` (asked once per process) and the flags to use."""
+    global _TOOLCHAIN
+    if _TOOLCHAIN is None:
+        cc = compiler_command()
+        try:
+            version = _run([*cc, "--version"])
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ByocError(f"no C compiler: cannot run {cc[0]!r} ({exc}); set CC") from None
+        if version.returncode != 0:
+            raise ByocError(f"the C compiler {cc[0]!r} does not answer --version: "
+                            f"{version.stderr.strip()[:200]}")
+        _TOOLCHAIN = (cc, version.stdout.strip(), _probe_flags(cc))
+    return _TOOLCHAIN
+
+
+# -- building --------------------------------------------------------------------------------------
+
+
+def _digest(opt: tuple[str, ...], *parts: str) -> str:
+    """sha256[:16] of the parts and of everything that decides a binary on this machine."""
+    _, version, flags = toolchain()
+    digest = hashlib.sha256()
+    for part in (KEY_VERSION, version, " ".join((*opt, *flags)),
+                 _cpu_id() if "-march=native" in flags else "", _EXT_SUFFIX, cffi.__version__,
+                 *parts):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def module_name(source: str, cdef: str, objects: tuple[Path, ...] = ()) -> str:
+    """``_byoc_<sha256[:16]>`` of the source, the declarations, the objects linked and the
+    toolchain (objects are named by their own content hash)."""
+    return "_byoc_" + _digest(REGION_OPT, "module", source, cdef, *(p.name for p in objects))
+
+
+def build_object(source: str, label: str = "library") -> Path:
+    """A C file compiled (not linked) once into ``_byoc_obj_<hash>.o`` in the cache."""
+    folder = module_dir()
+    path = folder / f"_byoc_obj_{_digest(LIBRARY_OPT, 'object', source)}.o"
+    if not path.is_file():
+        _compile(path, source, label, LIBRARY_OPT,
+                 lambda c_file, out: ["-c", str(c_file), "-o", str(out)])
+    return path
+
+
+def build(source: str, cdef: str, *, region: str = "", objects: tuple[Path, ...] = ()
+          ) -> ModuleType:
+    """The loaded extension module for ``source`` (compiled now, or found in the cache).
+
+    ``cdef`` declares what Python calls (parsed by cffi); ``objects`` are linked in (from
+    ``build_object``); ``region`` names the code in errors.
+    """
+    name = module_name(source, cdef, objects)
+    with _LOCK:
+        if name in _LOADED:
+            return _LOADED[name]
+    path = module_dir() / (name + _EXT_SUFFIX)
+    if path.is_file():
+        try:
+            module = _load(name, path)
+            STATS.cached += 1
+            return module
+        except ImportError:  # damaged (a disk problem, a killed copy): build it again
+            path.unlink(missing_ok=True)
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    wrapped = io.StringIO()
+    cffi.recompiler.make_c_source(ffi, name, source, wrapped)
+    include = sysconfig.get_paths()["include"]
+    _compile(path, wrapped.getvalue(), region or name, REGION_OPT, lambda c_file, out: [
+        "-shared", "-I", include, str(c_file), *map(str, objects), "-o", str(out), "-lm"])
+    return _load(name, path)
+
+
+def _compile(target: Path, text: str, label: str, opt: tuple[str, ...], args) -> None:
+    """Compile ``text`` into ``target`` through a private temporary folder, then rename."""
+    cc, _, flags = toolchain()
+    folder = target.parent
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
+    try:
+        c_file = tmp / (target.name.split(".")[0] + ".c")
+        c_file.write_text(text)
+        built = tmp / target.name
+        cmd = [*cc, *opt, *flags, "-fPIC", *args(c_file, built)]
+        start = time.perf_counter()
+        done = _run(cmd, cwd=str(tmp))
+        STATS.seconds += time.perf_counter() - start
+        if done.returncode != 0 or not built.is_file():
+            kept = _private_dir(folder / "failed") / c_file.name
+            os.replace(c_file, kept)
+            message = (done.stderr or done.stdout).strip()
+            raise CompileError(label, kept, message.replace(str(tmp) + os.sep, ""), cmd)
+        os.chmod(built, 0o700)
+        os.replace(c_file, folder / c_file.name)  # kept beside the binary, for reading
+        os.replace(built, target)  # atomic: readers see all of it or nothing
+        STATS.compiled += 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    with _LOCK:
+        if name in _LOADED:
+            return _LOADED[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[name] = module
+        return module

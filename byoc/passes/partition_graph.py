@@ -1,0 +1,151 @@
+"""partition_graph: each annotated region becomes an external function that main calls.
+
+    %0 = compiler_begin(%x, "ref")           def @main(%x) {
+    %1 = Relu(%0)  /* span=relu */     ->       %0 = @ref_relu_5d41402a(%x);
+    %2 = compiler_end(%1, "ref")                Abs(%0)
+    %3 = Abs(%2)                             }
+                                             def @ref_relu_5d41402a(%x) attrs={Compiler="ref",
+                                                 global_symbol="ref_relu_5d41402a", Primitive=1,
+                                                 output_names=["relu"]} { Relu(%x) }
+
+Rules:
+1. Parameters are the values entering the region, in order of first use, named by their ONNX
+   names. Constants are bound into the body, or passed as parameters where the backend says
+   ``bind_constants=False``.
+2. Results are the values leaving the region (read by the host, by another region, or returned
+   by main), each once, producers first. Several come back as a Tuple that main unpacks with
+   TupleGetItem; ``output_names`` lists their ONNX names.
+3. A region is named ``<backend>_<its first node's span in [A-Za-z0-9_]>_<8 hex digits of a hash
+   of its nodes>``: stable, blind to the rest of the graph, and made unique in the module.
+4. main calls each region after every value it reads; every host call of main gets a reason
+   for ``byoc.explain`` (the one recorded, else "not in any annotated region").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+
+from ..analysis import (HOST_REASONS, Regions, Units, completed, contract, find_regions,
+                        node_key, unique, unit_order, value_name)
+from ..backend import find_backend
+from ..ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem,
+                  Var, with_children)
+
+
+def partition_graph(mod: IRModule, bind_constants: bool | None = None) -> IRModule:
+    """Lift main's annotated regions into external functions.
+
+    ``bind_constants`` overrides each backend's own setting (True for unregistered names)."""
+    return lift_regions(mod, find_regions(mod.main), bind_constants)
+
+
+def lift_regions(mod: IRModule, regions: Regions, bind_constants: bool | None = None) -> IRModule:
+    """The module with ``regions`` of main lifted (see the module docstring)."""
+    units = contract(regions)
+    schedule = unit_order(units, regions)
+    order, kids = regions.order, regions.index_graph().kids
+    assert order[-1] is regions.func.body, "Regions.order must end with the body"
+    members = regions.members()
+    inputs, outputs = _boundary(regions, units, members)
+    binds = _bind_policy(bind_constants)
+    taken = set(mod.functions)
+    funcs: dict[str, Function] = {}
+    calls: list[tuple[Function, list[int], list[int]]] = []
+    for r, target in enumerate(regions.targets):
+        name = unique(region_name(target, [order[i] for i in members[r]]), taken)
+        bind = binds(target)
+        params_of = [i for i in inputs[r] if not (bind and isinstance(order[i], Constant))]
+        func = funcs[name] = _function(name, target, order, kids, members[r], params_of,
+                                       outputs[r])
+        calls.append((func, params_of, outputs[r]))
+    new = list(order)  # each node's replacement in main; leaves stay themselves
+    n_regions, host = units.n_regions, units.host
+    for u in schedule:
+        if u >= n_regions:
+            i = host[u - n_regions]
+            new[i] = with_children(order[i], [new[k] for k in kids[i]])
+            continue
+        func, args, outs = calls[u]
+        name = func.attrs["global_symbol"]
+        span = Span(name, "", tuple(func.attrs["output_names"]))
+        call = Call(GlobalVar(name), tuple([new[a] for a in args]), {}, func.ret_type, span)
+        if len(outs) == 1:
+            new[outs[0]] = call
+        else:
+            for k, i in enumerate(outs):
+                new[i] = TupleGetItem(call, k)
+    func = regions.func
+    main = Function(func.params, new[-1], func.attrs)
+    reasons = completed([order[i] for i in host], mod.attrs.get(HOST_REASONS, {}))
+    return IRModule({**mod.functions, "main": main, **funcs}, {**mod.attrs, HOST_REASONS: reasons})
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def region_name(target: str, nodes: list[Expr]) -> str:
+    """``<backend>_<first node>_<hash of the nodes>``: the same for the same region anywhere."""
+    parts = [target]
+    first = None
+    for n in nodes:
+        if isinstance(n, Call):
+            key = node_key(n)
+            first = first or key
+            parts.append(f"{n.op_name}\0{key}")
+        elif isinstance(n, TupleGetItem):
+            parts.append(f"[{n.index}]")
+    digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
+    return f"{target}_{_UNSAFE.sub('_', first or 'region')[:48]}_{digest}"
+
+
+def _boundary(regions: Regions, units: Units, members: list[list[int]]
+              ) -> tuple[list[list[int]], list[list[int]]]:
+    """Per region: the nodes whose values enter it (first use first) and leave it (producers
+    first), as positions."""
+    unit_of, kids, n_regions = units.unit_of, regions.index_graph().kids, units.n_regions
+    entering: list[list[int]] = [[] for _ in range(n_regions)]
+    seen: set[int] = set()  # k * n_regions + r: value k already enters region r
+    leaves = bytearray(len(unit_of))  # a node's value leaves the region holding it
+    for i, u in enumerate(unit_of):
+        for k in kids[i]:
+            uk = unit_of[k]
+            if uk != u:
+                if 0 <= uk < n_regions:
+                    leaves[k] = 1
+                if 0 <= u < n_regions and k * n_regions + u not in seen:
+                    seen.add(k * n_regions + u)
+                    entering[u].append(k)
+    leaves[-1] = 1  # main's result leaves whatever region holds it
+    return entering, [[i for i in nodes if leaves[i]] for nodes in members]
+
+
+def _bind_policy(override: bool | None) -> Callable[[str], bool]:
+    cache: dict[str, bool] = {}
+
+    def binds(target: str) -> bool:
+        if override is not None:
+            return override
+        if target not in cache:
+            backend = find_backend(target)
+            cache[target] = True if backend is None else backend.bind_constants
+        return cache[target]
+
+    return binds
+
+
+def _function(name: str, target: str, order: list[Expr], kids: list[tuple[int, ...]],
+              nodes: list[int], params_of: list[int], outputs: list[int]) -> Function:
+    taken: set[str] = set()
+    inner: dict[int, Expr] = {}
+    for k, a in enumerate(params_of):
+        param = unique(value_name(order[a]) or f"p{k}", taken)
+        inner[a] = Var(param, order[a].type)  # type: ignore[attr-defined]
+    for i in nodes:
+        inner[i] = with_children(order[i], [inner.get(k) or order[k] for k in kids[i]])
+    results = [inner[o] for o in outputs]
+    body = results[0] if len(results) == 1 else Tuple(tuple(results))
+    attrs = {"Compiler": target, "global_symbol": name, "Primitive": 1,
+             "output_names": [value_name(order[o]) for o in outputs]}
+    return Function(tuple(inner[a] for a in params_of), body, attrs)

@@ -1,0 +1,64 @@
+"""reject_regions: a backend's ``reject_region`` hook sends lifted regions back to the host.
+
+    def @main(%x) { @ref_reshape_1_9a0b(%x) }        def @main(%x) { Reshape(%x, ...) }
+    def @ref_reshape_1_9a0b(%x) { Reshape(%x, ...) }   ->    (the function is gone)
+
+Rules (TVM's post-partition pruning, as a hook):
+1. Each external function is offered to its backend's ``reject_region(function)``; True or a
+   reason string rejects it.
+2. A rejected region is inlined back into main (its composites too, as the ops they were made
+   of) and its function removed; every node of it gets the reason for ``byoc.explain``.
+"""
+
+from __future__ import annotations
+
+from ..analysis import HOST_REASONS, node_key
+from ..backend import get_backend
+from ..ir import (Call, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, children,
+                  post_order, rewrite, with_children)
+
+
+def reject_regions(mod: IRModule) -> IRModule:
+    """The module with every region its backend rejects inlined back into main."""
+    rejected: dict[str, str] = {}
+    for name, func in mod.functions.items():
+        target = func.attrs.get("Compiler")
+        if name == "main" or not target:
+            continue
+        hook = get_backend(target).reject_region
+        verdict = hook(func) if hook is not None else None
+        if verdict:
+            why = verdict if isinstance(verdict, str) else "its backend rejects it"
+            rejected[name] = f"region {name} was sent back to the host: {why}"
+    if not rejected:
+        return mod
+    reasons = dict(mod.attrs.get(HOST_REASONS, {}))
+
+    def inline(old: Expr, e: Expr) -> Expr:
+        if isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name in rejected:
+            return inline_call(mod[e.op.name], list(e.args), reasons, rejected[e.op.name])
+        if isinstance(e, TupleGetItem) and isinstance(e.tuple_value, Tuple):
+            return e.tuple_value.fields[e.index]
+        return e
+
+    main = mod.main
+    (body,), _ = rewrite([main.body], inline)
+    functions = {n: f for n, f in mod.functions.items() if n not in rejected}
+    functions["main"] = Function(main.params, body, main.attrs)
+    return IRModule(functions, {**mod.attrs, HOST_REASONS: reasons})
+
+
+def inline_call(func: Function, args: list[Expr], reasons: dict[str, str], why: str) -> Expr:
+    """``func``'s body over ``args``, composites opened up; each call's reason set to ``why``."""
+    new: dict[int, Expr] = {id(p): a for p, a in zip(func.params, args)}
+    for e in post_order(func.body):
+        if id(e) in new:
+            continue
+        kids = [new[id(k)] for k in children(e)]
+        if isinstance(e, Call) and isinstance(e.op, Function):
+            new[id(e)] = inline_call(e.op, kids, reasons, why)  # composites are one level deep
+            continue
+        new[id(e)] = with_children(e, kids) if kids else e
+        if isinstance(e, Call):
+            reasons[node_key(e)] = why
+    return new[id(func.body)]
