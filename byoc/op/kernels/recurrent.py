@@ -16,9 +16,10 @@ from ._registry import arg, kernel
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # exp of a non-positive number only: no overflow warnings for large |x|.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    # exp(-x) overflows to inf for very negative x, and 1 / (1 + inf) is the right 0: the
+    # executor runs kernels with floating-point warnings off, so this is exact and cheap.
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(-x))
 
 
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -115,8 +116,15 @@ def lstm(attrs: dict, x: np.ndarray, *inputs):
         c = c0[d] if c0 is not None else np.zeros((batch, hidden), x.dtype)
         p_i, p_o, p_f = (np.split(peep[d], 3) if peep is not None else (None, None, None))
         y = np.zeros((seq, batch, hidden), x.dtype)
+        plain = peep is None and seq_lens is None and (f, g, h_act) == (_sigmoid, np.tanh, np.tanh)
         for t in _step_order(direction, d, seq):
             gates = clip(xw[t] + h @ rt)
+            if plain:  # the usual LSTM: one sigmoid over i, o, f together, no masks
+                sig = _sigmoid(gates[:, :3 * hidden])
+                c = sig[:, 2 * hidden:] * c + sig[:, :hidden] * np.tanh(gates[:, 3 * hidden:])
+                h = sig[:, hidden:2 * hidden] * np.tanh(c)
+                y[t] = h
+                continue
             gi, go, gf, gc = np.split(gates, 4, axis=1)
             if p_i is not None:
                 gi = gi + p_i * c
