@@ -125,6 +125,14 @@ def cmd_run(args) -> int:
     result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}
     if backends:  # where it ran, timed on a second run with per-node times
         result["placement"] = placement(exe.mod, exe.run(inputs, capture=[]).times)
+    report = None
+    if args.profile or args.trace:
+        from .profile import profile, write_chrome_trace
+
+        report = profile(exe, inputs)
+        if args.trace:
+            write_chrome_trace(report, args.trace)
+        result["profile"] = {k: v for k, v in report.items() if k != "trace"}
     comparisons = None
     if args.compare:
         if args.compare != "onnxruntime":
@@ -154,6 +162,11 @@ def cmd_run(args) -> int:
             print(line)
         if comparisons is not None:
             print("matches onnxruntime" if result["ok"] else "does NOT match onnxruntime")
+        if report is not None:
+            from .profile import format_profile
+
+            print()
+            print(format_profile(report))
     return 0 if result["ok"] else 1
 
 
@@ -347,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="onnxruntime")
     p.add_argument("--no-fallback", action="store_true",
                    help="fail if any node would run on the host")
+    p.add_argument("--profile", action="store_true",
+                   help="time per node and region, copies per boundary, hot spots")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (chrome://tracing)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_run)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem,
                   Var, post_order, with_children)
+from ..analysis import value_name
 from .devices import HOST
 
 
@@ -45,10 +46,9 @@ def plan_devices(mod: IRModule) -> IRModule:
             return value
         key = (id(value), dev)
         if key not in copies:
-            span = getattr(value, "span", None)
+            name = value_name(value) or "value"
             copies[key] = Call("device_copy", (value,), {"src_device": here, "dst_device": dev},
-                               value.type, Span(f"{span.name if span else 'value'}/copy_to_{dev}",
-                                                "device_copy", span.outputs if span else ()))
+                               value.type, Span(f"{name}/copy_to_{dev}", "device_copy", (name,)))
             device[id(copies[key])] = dev
         return copies[key]
 

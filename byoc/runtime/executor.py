@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -126,7 +126,7 @@ class Executable:
                     result = self._recover(plan, k, exc, vals)
                 value = result[0] if unpack else result
                 slots[out] = value
-                probe.record(plan.instrs[k].call, value, clock() - started)
+                probe.record(plan.instrs[k].call, value, started, clock() - started)
             elif kind == GETITEM:
                 slots[out] = slots[args[0]][fn]
             else:
@@ -172,7 +172,7 @@ class Executable:
         if wanted is not None and wanted - probe.tensors.keys():
             missing = sorted(wanted - probe.tensors.keys())
             raise InputError(f"capture: no value named {missing[0]!r} is computed in main")
-        return DebugRun(dict(zip(self.output_names, outs)), probe.tensors, probe.times)
+        return DebugRun(dict(zip(self.output_names, outs)), probe.tensors, probe.times, probe.events)
 
 
 class Probe:
@@ -186,16 +186,18 @@ class Probe:
         self.wanted = wanted
         self.tensors: dict[str, np.ndarray] = {}
         self.times: dict[str, float] = {}
+        self.events: list[tuple[str, str, float, float]] = []  # (span, op, start, seconds)
 
     def keep(self, name: str, value: Any) -> None:
         if name and (self.wanted is None or name in self.wanted) and isinstance(value, np.ndarray):
             self.tensors[name] = np.array(value, copy=True)
 
-    def record(self, call: Call, value: Any, seconds: float) -> None:
+    def record(self, call: Call, value: Any, started: float, seconds: float) -> None:
         span = call.span
         if span is None:
             return
         self.times[span.name] = self.times.get(span.name, 0.0) + seconds
+        self.events.append((span.name, call.op_name, started, seconds))
         if isinstance(call.type, TupleType):
             for name, v in zip(span.outputs, value):
                 self.keep(name, v)
@@ -210,6 +212,7 @@ class DebugRun:
     outputs: dict[str, np.ndarray]
     tensors: dict[str, np.ndarray]
     times: dict[str, float]
+    events: list[tuple[str, str, float, float]] = field(default_factory=list)
 
 
 def _as_tuple_fn(fn: Callable) -> Callable:

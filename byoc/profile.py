@@ -1,0 +1,96 @@
+"""Profiles: time per node and per region, by ONNX node name, copies per boundary, hot spots.
+
+    report = profile(exe, inputs, repeat=5)   # medians over repeated debug runs
+    print(format_profile(report))             # the table; report is JSON-ready
+    write_chrome_trace(report, "trace.json")  # chrome://tracing or ui.perfetto.dev
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Mapping
+
+import numpy as np
+
+from .ir import Call, GlobalVar, post_order
+from .runtime import Executable
+
+
+def _where(exe: Executable) -> dict[str, str]:
+    """Span -> where it ran: a region's backend, "copy", or "host"."""
+    mod = exe.mod
+    out = {}
+    for e in post_order(mod.main.body):
+        if isinstance(e, Call) and e.span is not None:
+            if isinstance(e.op, GlobalVar) and e.op.name in mod.functions:
+                out[e.span.name] = mod[e.op.name].attrs.get("Compiler") or "host"
+            elif e.op == "device_copy":
+                out[e.span.name] = "copy"
+            else:
+                out[e.span.name] = "host"
+    return out
+
+
+def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) -> dict:
+    """Run ``repeat`` timed debug runs (after one warm-up) and summarize them."""
+    exe.run(inputs)
+    exe.copy_stats.copies.clear()
+    exe.copy_stats.bytes.clear()
+    runs = [exe.run(inputs, capture=[]) for _ in range(max(1, repeat))]
+    where = _where(exe)
+    ops = {name: op for name, op, _, _ in runs[0].events}
+    nodes = []
+    for name in runs[0].times:
+        t = statistics.median(r.times.get(name, 0.0) for r in runs)
+        nodes.append({"node": name, "op": ops.get(name, ""), "where": where.get(name, "host"),
+                      "time_s": t})
+    total = sum(n["time_s"] for n in nodes) or 1.0
+    for n in nodes:
+        n["share"] = n["time_s"] / total
+    by_where: dict[str, dict] = {}
+    for n in nodes:
+        row = by_where.setdefault(n["where"], {"nodes": 0, "time_s": 0.0})
+        row["nodes"] += 1
+        row["time_s"] += n["time_s"]
+    for row in by_where.values():
+        row["share"] = row["time_s"] / total
+    stats = exe.copy_stats
+    copies = [{"from": src, "to": dst, "copies": n // len(runs),
+               "bytes": stats.bytes[(src, dst)] // len(runs)}
+              for (src, dst), n in stats.copies.items()]
+    first = runs[0]
+    t0 = min((e[2] for e in first.events), default=0.0)
+    trace = [{"name": name, "cat": where.get(name, "host"), "ph": "X", "pid": 0, "tid": 0,
+              "ts": (start - t0) * 1e6, "dur": seconds * 1e6, "args": {"op": op}}
+             for name, op, start, seconds in first.events]
+    return {"total_s": total, "repeat": len(runs), "nodes": nodes, "where": by_where,
+            "copies": copies,
+            "hot_spots": sorted(nodes, key=lambda n: -n["time_s"])[:10], "trace": trace}
+
+
+def format_profile(report: dict) -> str:
+    """A plain-text table: where the time went, the ten hot spots, copies per boundary."""
+    lines = [f"total {report['total_s'] * 1e3:.3f} ms (median of {report['repeat']} runs)", "",
+             f"{'where':<16}{'nodes':>7}{'ms':>11}{'share':>8}"]
+    for where, row in sorted(report["where"].items(), key=lambda kv: -kv[1]["time_s"]):
+        lines.append(f"{where:<16}{row['nodes']:>7}{row['time_s'] * 1e3:>11.3f}{row['share']:>8.1%}")
+    lines += ["", "hot spots", f"{'node':<40}{'op':<22}{'where':<14}{'ms':>10}{'share':>8}"]
+    for n in report["hot_spots"]:
+        name = n["node"] if len(n["node"]) <= 38 else n["node"][:35] + "..."
+        op = n["op"] if len(n["op"]) <= 20 else n["op"][:17] + "..."
+        lines.append(f"{name!s:<40}{op:<22}{n['where']:<14}{n['time_s'] * 1e3:>10.3f}{n['share']:>8.1%}")
+    if report["copies"]:
+        lines += ["", "copies per run"]
+        for c in report["copies"]:
+            lines.append(f"  {c['from']} -> {c['to']}: {c['copies']} copies, {c['bytes']:,} bytes")
+    return "\n".join(lines)
+
+
+def write_chrome_trace(report: dict, path: str) -> None:
+    """The first timed run as a Chrome trace (written beside, then renamed into place)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"traceEvents": report["trace"], "displayTimeUnit": "ms"}, f)
+    os.replace(tmp, path)
