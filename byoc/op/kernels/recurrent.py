@@ -92,6 +92,16 @@ def _finish(attrs: dict, layout: int, ys: list[np.ndarray], hs: list[np.ndarray]
     return (y, y_h) if y_c is None else (y, y_h, y_c)
 
 
+def _advance(y: np.ndarray, t: int, h: np.ndarray, h_new: np.ndarray,
+             m: np.ndarray | None) -> np.ndarray:
+    """Step t's hidden state into Y; past a sequence's length the state holds and Y is 0."""
+    if m is None:
+        y[t] = h_new
+        return h_new
+    y[t] = m * h_new
+    return m * h_new + (1 - m) * h
+
+
 def _mask(seq_lens, t: int, dtype) -> np.ndarray | None:
     return None if seq_lens is None else (t < seq_lens).astype(dtype)[:, None]
 
@@ -171,14 +181,7 @@ def gru(attrs: dict, x: np.ndarray, *inputs):
                 hh = g(clip(xw[t, :, 2 * hidden:] + rg * (h @ r_h + rb_h)))
             else:
                 hh = g(clip(xw[t, :, 2 * hidden:] + (rg * h) @ r_h + rb_h))
-            h_new = (1 - z) * hh + z * h
-            m = _mask(seq_lens, t, x.dtype)
-            if m is None:
-                h = h_new
-                y[t] = h
-            else:
-                h = m * h_new + (1 - m) * h
-                y[t] = m * h_new
+            h = _advance(y, t, h, (1 - z) * hh + z * h, _mask(seq_lens, t, x.dtype))
         ys.append(y)
         hs.append(h)
     return _finish(attrs, layout, ys, hs, None)
@@ -197,14 +200,7 @@ def rnn(attrs: dict, x: np.ndarray, *inputs):
         h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
         y = np.zeros((seq, batch, hidden), x.dtype)
         for t in _step_order(direction, d, seq):
-            h_new = f(clip(xw[t] + h @ rt))
-            m = _mask(seq_lens, t, x.dtype)
-            if m is None:
-                h = h_new
-                y[t] = h
-            else:
-                h = m * h_new + (1 - m) * h
-                y[t] = m * h_new
+            h = _advance(y, t, h, f(clip(xw[t] + h @ rt)), _mask(seq_lens, t, x.dtype))
         ys.append(y)
         hs.append(h)
     return _finish(attrs, layout, ys, hs, None)
