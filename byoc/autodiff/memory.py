@@ -2,9 +2,9 @@
 concrete inputs, against a lower bound.
 
 ``byoc.runtime.plan.make_plan`` orders main's instructions and gives each the slots to free
-after it runs. One run on the given inputs records every value's size; replaying the plan then
-gives the bytes alive after each instruction. Three figures, for intermediate values only (the
-caller's inputs and the module's constants are counted apart):
+after it runs. Running those instructions once on the given inputs, freeing as the plan says,
+gives every value's size and the bytes alive after each instruction. Three figures, for
+intermediate values only (the caller's inputs and the module's constants are counted apart):
 
 - peak: the most bytes alive at once under the plan, which is what the host executor holds and
   the least a static planner (issue 7) can allocate without in-place reuse;
@@ -15,13 +15,16 @@ caller's inputs and the module's constants are counted apart):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir import IRModule
+import numpy as np
+
+from ..ir import IRModule, TupleType
 from ..runtime import build
-from ..runtime.plan import CALL, GETITEM, Plan
+from ..runtime.executor import check_inputs
+from ..runtime.plan import CALL, GETITEM
 
 
 @dataclass(frozen=True)
@@ -48,69 +51,89 @@ def _nbytes(v: Any) -> int:
 
 
 def measure_memory(mod: IRModule, inputs: Mapping[str, Any]) -> MemoryReport:
-    """Run ``mod`` once on ``inputs`` and report its plan's memory (see the module docstring)."""
+    """Run main's plan once on ``inputs``, counting bytes (see the module docstring).
+
+    The plan's instructions are run here, one by one, rather than by the executor, whose fast
+    paths (a compiled straight-line body) leave no place to look at each value."""
     exe = build(mod)
     plan = exe.main_plan
-    sizes: dict[int, list[int]] = {}  # CALL output slot -> bytes of each of its outputs
-    for ins in plan.instrs:
-        if ins.kind == CALL:
-            ins.fn = _recording(ins.fn, ins.out, sizes)  # type: ignore[arg-type]
-    exe.run(inputs)
-    held = sum(_nbytes(v) for v in inputs.values()) + sum(_nbytes(v) for _, v in plan.constants)
-    return _replay(plan, sizes, held)
+    args = check_inputs(mod.main, inputs)
+    slots: list[Any] = [None] * plan.n_slots
+    for s, a in zip(plan.param_slots, args):
+        slots[s] = a
+    for s, v in plan.constants:
+        slots[s] = v
+    ledger = _Ledger(set(plan.output_slots))
+    with np.errstate(all="ignore"):
+        for ins in plan.instrs:
+            if ins.kind == CALL:
+                assert ins.call is not None
+                result = ins.fn(*[None if a < 0 else slots[a] for a in ins.args])  # type: ignore
+                tupled = isinstance(ins.call.type, TupleType)
+                slots[ins.out] = result if tupled else result[0]
+                ledger.made(ins.out, [_nbytes(v) for v in result])
+            elif ins.kind == GETITEM:
+                slots[ins.out] = slots[ins.args[0]][ins.fn]
+                ledger.field(ins.out, ins.args[0], ins.fn)  # type: ignore[arg-type]
+            else:
+                slots[ins.out] = tuple(slots[a] for a in ins.args)
+                ledger.grouped(ins.out, ins.args)
+            name = ins.call.span.name if ins.call is not None and ins.call.span else ""
+            ledger.step(ins.out, ins.args if ins.kind == CALL else None, name)
+            for slot in ins.free:
+                slots[slot] = None
+                ledger.freed(slot)
+    held = sum(_nbytes(v) for v in args) + sum(_nbytes(v) for _, v in plan.constants)
+    return MemoryReport(ledger.peak, ledger.bound, ledger.total, held, len(plan.instrs),
+                        ledger.peak_at)
 
 
-def _recording(fn: Callable[..., tuple], out: int, sizes: dict[int, list[int]]) -> Callable:
-    def run(*args: Any) -> tuple:
-        result = fn(*args)
-        sizes[out] = [_nbytes(v) for v in result]
-        return result
+class _Ledger:
+    """Bytes alive, by reference counts on buffers (one per output of a call); a slot holding
+    a tuple, or a field of one, refers to the buffers inside it."""
 
-    return run
+    def __init__(self, outputs: set[int]):
+        self.outputs = outputs
+        self.size: list[int] = []
+        self.fields: dict[int, list[list[int]]] = {}  # slot -> buffers of each field
+        self.count: dict[int, int] = {}
+        self.retained: set[int] = set()  # buffers of main's outputs: never freed
+        self.live = self.peak = self.bound = self.total = 0
+        self.peak_at = ""
 
+    def refs(self, slot: int) -> set[int]:
+        return {buf for f in self.fields.get(slot, ()) for buf in f}
 
-def _replay(plan: Plan, sizes: dict[int, list[int]], held: int) -> MemoryReport:
-    """Walk the instructions with reference counts on buffers (one per output of a call);
-    a slot holding a tuple or a tuple field refers to the buffers inside it."""
-    size_of: list[int] = []
-    fields: dict[int, list[list[int]]] = {}  # slot -> buffer ids per field
+    def made(self, slot: int, sizes: list[int]) -> None:
+        first = len(self.size)
+        self.size.extend(sizes)
+        self.total += sum(sizes)
+        self.fields[slot] = [[first + i] for i in range(len(sizes))]
 
-    def refs(slot: int) -> set[int]:
-        return {buf for f in fields.get(slot, ()) for buf in f}
+    def field(self, slot: int, source: int, index: int) -> None:
+        fields = self.fields.get(source, [])
+        self.fields[slot] = [fields[index]] if index < len(fields) else []
 
-    count: dict[int, int] = {}
-    live = peak = bound = total = 0
-    peak_at = ""
-    retained: set[int] = set()
-    outputs = set(plan.output_slots)
-    for ins in plan.instrs:
-        if ins.kind == CALL:
-            bufs = []
-            for n in sizes.get(ins.out, []):
-                bufs.append(len(size_of))
-                size_of.append(n)
-                total += n
-            fields[ins.out] = [[b] for b in bufs]
-        elif ins.kind == GETITEM:
-            source = fields.get(ins.args[0], [])
-            fields[ins.out] = [source[ins.fn]] if ins.fn < len(source) else []  # type: ignore
-        else:
-            fields[ins.out] = [sorted(refs(a)) for a in ins.args]
-        for buf in refs(ins.out):
-            count[buf] = count.get(buf, 0) + 1
-            if count[buf] == 1:
-                live += size_of[buf]
-        if ins.out in outputs:
-            retained |= refs(ins.out)
-        if live > peak:
-            peak = live
-            peak_at = ins.call.span.name if ins.call is not None and ins.call.span else ""
-        if ins.kind == CALL:
-            working = refs(ins.out).union(*(refs(a) for a in ins.args if a >= 0), retained)
-            bound = max(bound, sum(size_of[b] for b in working))
-        for slot in ins.free:
-            for buf in refs(slot):
-                count[buf] -= 1
-                if count[buf] == 0:
-                    live -= size_of[buf]
-    return MemoryReport(peak, bound, total, held, len(plan.instrs), peak_at)
+    def grouped(self, slot: int, parts: tuple[int, ...]) -> None:
+        self.fields[slot] = [sorted(self.refs(p)) for p in parts]
+
+    def step(self, slot: int, reads: tuple[int, ...] | None, name: str) -> None:
+        """The instruction writing ``slot`` ran (a call reading ``reads``)."""
+        for buf in self.refs(slot):
+            self.count[buf] = self.count.get(buf, 0) + 1
+            if self.count[buf] == 1:
+                self.live += self.size[buf]
+        if slot in self.outputs:
+            self.retained |= self.refs(slot)
+        if self.live > self.peak:
+            self.peak, self.peak_at = self.live, name
+        if reads is not None:
+            working = self.refs(slot).union(*(self.refs(a) for a in reads if a >= 0),
+                                            self.retained)
+            self.bound = max(self.bound, sum(self.size[b] for b in working))
+
+    def freed(self, slot: int) -> None:
+        for buf in self.refs(slot):
+            self.count[buf] -= 1
+            if self.count[buf] == 0:
+                self.live -= self.size[buf]

@@ -10,7 +10,7 @@ loop over one post-order, so it is linear in the graph and never recurses.
       ->
     def @main(%x, %w) {
       %0 = MatMul(%x, %w);  %1 = ReduceSum(%0);
-      %2 = Expand(1f, [2, 3]) /* span=ReduceSum/grad */;                 d loss / d %0
+      %2 = Expand(1f, [2, 4]) /* span=ReduceSum/grad */;                 d loss / d %0
       %3 = Gemm(%x, %2, transA=1) /* span=MatMul/grad */;               d loss / d %w
       (%1, %3)                                  output_names = [loss, "grad:w"]
     }
@@ -27,6 +27,7 @@ from ..errors import ModelError
 from ..ir import (Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple, TupleGetItem,
                   TupleType, Type, Var, children, post_order, rewrite)
 from ..op import make_call, registry
+from .recompute import recompute_elementwise
 from .rule import Backward, GradientError
 from .shapes import dims_of
 
@@ -41,8 +42,10 @@ def gradient(mod: IRModule, loss: str, wrt: Sequence[str], *,
 
     ``wrt`` names parameters of main or initializers (named Constants). Initializers named in
     ``wrt`` become parameters of the new main, with the same names and types, after the
-    original parameters, so a training loop feeds the current weights each step. The loss is
-    seeded with ones of its shape: a non-scalar loss differentiates the sum of its elements.
+    original parameters, so a training loop feeds the current weights each step. Gradients
+    follow the outputs in the order they are complete (``completion_order``), so find them by
+    name. The loss is seeded with ones of its shape: a non-scalar loss differentiates the sum
+    of its elements.
     ``recompute="elementwise"`` recomputes cheap forward values in the backward pass instead of
     keeping them alive (see ``recompute.py``).
     """
@@ -57,17 +60,38 @@ def gradient(mod: IRModule, loss: str, wrt: Sequence[str], *,
     if len(set(wrt)) != len(wrt):
         raise ModelError(f"wrt names a value twice: {wrt}")
     outs, params, targets = _lift_initializers(main, outs, wrt)
+    for v in targets:
+        if not _is_float(v.type):
+            raise ModelError(f"wrt {v.name!r} is {v.type}: only floating-point values have "
+                             "gradients")
     loss_expr = outs[names.index(loss)]
     t = loss_expr.type
     if not isinstance(t, TensorType) or t.dtype not in FLOATS:
         raise ModelError(f"the loss {loss!r} must be a floating-point tensor, not {t}")
     grads = backprop(loss_expr, targets, loss)
     if recompute == "elementwise":
-        from .recompute import recompute_elementwise
-
         grads = recompute_elementwise(outs, grads)
-    attrs = {**main.attrs, "output_names": names + [f"grad:{n}" for n in wrt]}
-    return mod.with_function("main", Function(tuple(params), Tuple(tuple(outs + grads)), attrs))
+    order = completion_order(loss_expr, targets)
+    attrs = {**main.attrs, "output_names": names + [f"grad:{wrt[k]}" for k in order]}
+    body = Tuple(tuple(outs + [grads[k] for k in order]))
+    return mod.with_function("main", Function(tuple(params), body, attrs))
+
+
+def completion_order(loss: Expr, wrt: Sequence[Var]) -> list[int]:
+    """Indices of ``wrt``, the value whose gradient is complete first (read nearest the loss)
+    first; unread values last, ties in ``wrt`` order.
+
+    The executor schedules main by a post-order from its outputs in turn. Asked first for
+    the gradient of the first layer, it would walk the whole backward chain and only then
+    come back for the other layers' weight gradients, keeping every layer's output gradient
+    alive to the end. In this order each weight gradient is made, and its inputs freed, as
+    soon as the backward pass reaches its layer.
+    """
+    first_read: dict[int, int] = {}
+    for k, e in enumerate(post_order(loss)):
+        for c in children(e):
+            first_read.setdefault(id(c), k)
+    return sorted(range(len(wrt)), key=lambda k: -first_read.get(id(wrt[k]), -1))
 
 
 def _outputs(main: Function) -> list[Expr]:
@@ -105,9 +129,10 @@ def _lift_initializers(main: Function, outs: list[Expr], wrt: list[str]
 
 
 def _is_float(t: Type) -> bool:
+    """Whether a value of type t can carry a gradient (an unknown dtype might)."""
     if isinstance(t, TupleType):
         return any(_is_float(f) for f in t.fields)
-    return isinstance(t, TensorType) and t.dtype in FLOATS
+    return isinstance(t, TensorType) and (t.dtype in FLOATS or t.dtype is None)
 
 
 def _key(e: Expr) -> tuple[int, int]:

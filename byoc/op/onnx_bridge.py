@@ -63,6 +63,7 @@ def type_to_proto(t: Type) -> TypeProto:
     tp.tensor_type.elem_type = elem_type(t.dtype)
     if t.shape is not None:
         shape = tp.tensor_type.shape
+        shape.SetInParent()  # a scalar's empty shape is still a known shape (rank 0)
         for d in t.shape:
             dim = shape.dim.add()
             if isinstance(d, int):

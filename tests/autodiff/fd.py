@@ -28,14 +28,16 @@ def module(outputs: Sequence[Expr], params: Sequence, names: Sequence[str]) -> I
     return IRModule({"main": Function(tuple(params), body, {"output_names": list(names)})})
 
 
-def _vars(inputs: Mapping[str, np.ndarray]) -> list:
-    return [op.var(k, v.shape, v.dtype.name) for k, v in inputs.items()]
+def _vars(inputs: Mapping[str, np.ndarray], dims: Mapping[str, tuple] | None) -> list:
+    dims = dims or {}
+    return [op.var(k, dims.get(k, v.shape), v.dtype.name) for k, v in inputs.items()]
 
 
 def scalar_loss(build: Callable[..., Expr | Sequence[Expr]], inputs: Mapping[str, np.ndarray],
-                seed: int = 0) -> IRModule:
-    """The module ``loss = sum_k <build(...)_k, r_k>`` over Vars named like ``inputs``."""
-    params = _vars(inputs)
+                seed: int = 0, dims: Mapping[str, tuple] | None = None) -> IRModule:
+    """The module ``loss = sum_k <build(...)_k, r_k>`` over Vars named like ``inputs``, with
+    the declared shapes ``dims`` where given (symbolic dims, or None for an unknown shape)."""
+    params = _vars(inputs, dims)
     outs = build(*params)
     outs = [outs] if isinstance(outs, Expr) else list(outs)
     values = byoc.build(module(outs, params, [f"o{k}" for k in range(len(outs))])).run(inputs)
@@ -67,12 +69,13 @@ def numeric_gradient(run: Callable[[dict], float], inputs: Mapping[str, np.ndarr
 
 def check(build: Callable[..., Expr | Sequence[Expr]], inputs: Mapping[str, np.ndarray],
           wrt: Sequence[str] | None = None, rtol: float = RTOL, atol: float = ATOL,
-          **gradient_options) -> dict[str, np.ndarray]:
+          dims: Mapping[str, tuple] | None = None, **gradient_options) -> dict[str, np.ndarray]:
     """Assert byoc.gradient of the projected loss matches central differences; returns the
-    analytic gradients."""
+    analytic gradients. ``dims`` declares input shapes other than the data's (see
+    scalar_loss), to exercise the rules' run-time shape paths."""
     inputs = {k: np.array(v) for k, v in inputs.items()}
     wrt = [k for k, v in inputs.items() if v.dtype.kind == "f"] if wrt is None else list(wrt)
-    mod = scalar_loss(build, inputs)
+    mod = scalar_loss(build, inputs, dims=dims)
     forward = byoc.build(mod)
     grads = byoc.build(byoc.gradient(mod, loss="loss", wrt=wrt, **gradient_options)).run(inputs)
 

@@ -128,7 +128,8 @@ def transformer(seed: int = 0, d: int = 8, heads: int = 2, vocab: int = 11, t: i
         n("Mul", ["err", "err"], ["sq"], name="square"),
         n("ReduceMean", ["sq", "axes_all"], ["loss"], name="mse", keepdims=0),
     ]
-    model = make_model(nodes, [("tokens", INT64, ["B", t]), ("target", DOUBLE, ["B", t - 1, 2 * d])],
+    model = make_model(nodes, [("tokens", INT64, ["B", t]),
+                               ("target", DOUBLE, ["B", t - 1, 2 * d])],
                        [("loss", DOUBLE, [])], inits)
     inputs = {"tokens": rng.integers(0, vocab, size=(2, t)),
               "target": rng.normal(size=(2, t - 1, 2 * d))}
@@ -136,18 +137,46 @@ def transformer(seed: int = 0, d: int = 8, heads: int = 2, vocab: int = 11, t: i
     return model, inputs, params
 
 
+def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy computing in float64: float initializers, constants, graph inputs and outputs,
+    Cast targets; LayerNormalization's statistics too (stash_type, float32 by default), and
+    value_info dropped for shape inference to redo."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+
+    def widen(t: onnx.TensorProto) -> None:
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64),
+                                               t.name))
+
+    graphs = [m.graph]
+    while graphs:
+        g = graphs.pop()
+        for t in g.initializer:
+            widen(t)
+        for vi in [*g.input, *g.output]:
+            if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+                vi.type.tensor_type.elem_type = DOUBLE
+        del g.value_info[:]
+        for node in g.node:
+            if node.op_type == "LayerNormalization" and not any(
+                    a.name == "stash_type" for a in node.attribute):
+                node.attribute.append(helper.make_attribute("stash_type", DOUBLE))
+            for a in node.attribute:
+                if a.name in ("to", "stash_type") and a.i == TensorProto.FLOAT:
+                    a.i = DOUBLE
+                elif a.type == onnx.AttributeProto.TENSOR:
+                    widen(a.t)
+                elif a.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(a.g)
+    return m
+
+
 def tiny_resnet_float64(seed: int = 0):
     """byoc's embedded tiny ResNet in float64 with an NLL loss on its probabilities."""
     path = os.path.join(os.path.dirname(byoc.__file__), "data", "tiny_resnet.onnx")
-    model = onnx.load(path)
+    model = to_float64(onnx.load(path))
     g = model.graph
-    for t in g.initializer:
-        if t.data_type == TensorProto.FLOAT:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
-    for vi in [*g.input, *g.output]:
-        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
-            vi.type.tensor_type.elem_type = DOUBLE
-    del g.value_info[:]
     out = g.output[0].name
     g.node.extend([helper.make_node("Log", [out], ["logp"], name="log"),
                    helper.make_node("NegativeLogLikelihoodLoss", ["logp", "labels"], ["loss"],
@@ -157,4 +186,30 @@ def tiny_resnet_float64(seed: int = 0):
     rng = np.random.default_rng(seed)
     inputs = {"image": rng.normal(size=(2, 3, 32, 32)), "labels": np.array([1, 7])}
     params = [t.name for t in g.initializer if t.data_type == DOUBLE]
+    return model, inputs, params
+
+
+def zoo_float64(name: str, seed: int = 0):
+    """A real exported model of tests/models/zoo.py in float64, with the loss <output 0, r>
+    for a fixed random r; attention masks all ones, because a row masked out entirely by
+    adding float32's min is flat in floating point (a step of 1e-7 on -3.4e38 is lost) though
+    not in exact arithmetic, which the gradient follows."""
+    from tests.models.zoo import MODELS
+
+    (entry,) = [z for z in MODELS if z.name == name]
+    model = to_float64(entry.load())
+    inputs = {k: (np.ones_like(v) if "mask" in k else
+                  v.astype(np.float64) if v.dtype == np.float32 else v)
+              for k, v in entry.make_inputs(np.random.default_rng(seed)).items()}
+    g = model.graph
+    shape = byoc.build(byoc.load_onnx(model)).run(inputs)[g.output[0].name].shape
+    r = np.random.default_rng(seed + 1).normal(size=shape)
+    g.initializer.append(numpy_helper.from_array(r, "loss_r"))
+    g.node.extend([helper.make_node("Mul", [g.output[0].name, "loss_r"], ["loss_terms"],
+                                    name="loss_mul"),
+                   helper.make_node("ReduceSum", ["loss_terms"], ["loss"], name="loss_sum",
+                                    keepdims=0)])
+    g.output.insert(0, helper.make_tensor_value_info("loss", DOUBLE, []))
+    params = [t.name for t in g.initializer
+              if t.data_type == DOUBLE and t.name != "loss_r" and len(t.dims) > 0]
     return model, inputs, params

@@ -79,13 +79,15 @@ def test_max_pool_with_column_major_indices_asks_for_its_own():
 
 
 @fd_settings
-@given(win=windows(), seed=seeds, include_pad=st.booleans())
-def test_average_pool(win, seed, include_pad):
+@given(win=windows(), seed=seeds, include_pad=st.booleans(), ceil_mode=st.booleans())
+def test_average_pool(win, seed, include_pad, ceil_mode):
     nd, kernel, strides, dilations, pads, size = win
     x = np.random.default_rng(seed).normal(size=(2, 3, *size))
     check(lambda v: op.AveragePool(v, kernel_shape=kernel, strides=strides, pads=pads,
-                                   dilations=dilations, count_include_pad=int(include_pad)),
+                                   dilations=dilations, count_include_pad=int(include_pad),
+                                   ceil_mode=int(ceil_mode)),
           {"x": x})
+
 
 
 @fd_settings

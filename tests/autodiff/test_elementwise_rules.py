@@ -31,6 +31,10 @@ def _domain(name: str, x: np.ndarray) -> np.ndarray:
         return away_from(x * 3, (-3.0, 3.0, 0.0))
     if name == "HardSigmoid":
         return away_from(x * 3, (-2.5, 2.5))
+    if name == "ThresholdedRelu":
+        return away_from(x * 2, (1.0,))
+    if name == "Shrink":
+        return away_from(x * 2, (-0.5, 0.5))
     return away_from(x)
 
 
@@ -69,7 +73,9 @@ BINARY = {
     "Div": lambda a, b: (a, away_from(b, (0.0,), 0.5)),
     "Pow": lambda a, b: (np.abs(a) + 0.5, b),
     "PRelu": lambda a, b: (away_from(a), b),
+    "Mod": lambda a, b: (a * 2, away_from(b, (0.0,), 0.5)),  # a / b rarely near an integer
 }
+BINARY_ATTRS = {"Mod": {"fmod": 1}}
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -81,7 +87,7 @@ def test_broadcasting_binary(name, pair, seed):
     if name == "PRelu":  # slope broadcasts to x only (unidirectionally)
         sa = np.broadcast_shapes(sa, sb)
     a, b = BINARY[name](rng.normal(size=sa), rng.normal(size=sb))
-    check(lambda x, y: op.make_call(name, x, y), {"a": a, "b": b})
+    check(lambda x, y: op.make_call(name, x, y, **BINARY_ATTRS.get(name, {})), {"a": a, "b": b})
 
 
 @pytest.mark.parametrize("name", ["Max", "Min", "Sum", "Mean"])
@@ -141,3 +147,19 @@ def test_piecewise_constant_ops_have_zero_gradient(name):
 def test_dropout_in_inference_is_the_identity():
     x = np.array([0.3, 1.7, -2.2])
     check(lambda v: op.Mul(op.Dropout(v), v), {"x": x})
+
+
+def test_dropout_in_training_uses_the_forward_mask():
+    # a seeded mask is the same every run, so central differences see one function
+    x = np.random.default_rng(0).normal(size=(4, 5))
+    train = op.const(np.array(True))
+    grads = check(lambda v: op.outputs(op.Dropout(v, op.const(np.array(0.3)), train, seed=7,
+                                                  n_outputs=2))[0], {"x": x})
+    assert (grads["grad:x"] == 0).any()  # dropped elements take no gradient
+
+
+@fd_settings
+@given(shape=shapes(), seed=seeds)
+def test_cast_like(shape, seed):
+    x = np.random.default_rng(seed).normal(size=shape)
+    check(lambda v: op.Mul(op.CastLike(v, op.const(np.zeros(1))), v), {"x": x})

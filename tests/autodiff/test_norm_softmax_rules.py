@@ -18,26 +18,26 @@ from .strategies import fd_settings, seeds, shapes
 DOUBLE = 11  # stash_type: LayerNormalization's statistics in float64, as the test's data
 
 
+def _batch_norm_inputs(seed: int, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    c = shape[1]
+    return {"x": rng.normal(size=shape), "scale": rng.normal(size=c), "bias": rng.normal(size=c),
+            "mean": rng.normal(size=c), "var": rng.random(size=c) + 0.5}
+
+
 @fd_settings
 @given(seed=seeds, n=st.integers(2, 3), c=st.integers(1, 3), space=shapes(0, 2, 3))
 def test_batch_norm_training(seed, n, c, space):
-    rng = np.random.default_rng(seed)
-    inputs = {"x": rng.normal(size=(n, c, *space)), "scale": rng.normal(size=c),
-              "bias": rng.normal(size=c), "mean": rng.normal(size=c),
-              "var": rng.random(size=c) + 0.5}
     check(lambda *v: TupleGetItem(op.BatchNormalization(*v, training_mode=1, epsilon=1e-3,
                                                         n_outputs=3), 0),
-          inputs, wrt=["x", "scale", "bias"])
+          _batch_norm_inputs(seed, (n, c, *space)), wrt=["x", "scale", "bias"])
 
 
 @fd_settings
 @given(seed=seeds, n=st.integers(1, 3), c=st.integers(1, 3), space=shapes(0, 2, 3))
 def test_batch_norm_inference(seed, n, c, space):
-    rng = np.random.default_rng(seed)
-    inputs = {"x": rng.normal(size=(n, c, *space)), "scale": rng.normal(size=c),
-              "bias": rng.normal(size=c), "mean": rng.normal(size=c),
-              "var": rng.random(size=c) + 0.5}
-    check(lambda *v: op.BatchNormalization(*v, epsilon=1e-3), inputs)
+    check(lambda *v: op.BatchNormalization(*v, epsilon=1e-3),
+          _batch_norm_inputs(seed, (n, c, *space)))
 
 
 def test_batch_norm_running_statistics_take_no_gradient():
@@ -48,6 +48,17 @@ def test_batch_norm_running_statistics_take_no_gradient():
     mod = byoc.ir.IRModule({"main": byoc.ir.Function((x,), loss, {"output_names": ["l"]})})
     with pytest.raises(byoc.ModelError, match="running statistics"):
         byoc.gradient(mod, loss="l", wrt=["x"])
+
+
+@fd_settings
+@given(seed=seeds, n=st.integers(1, 2), c=st.integers(1, 3), space=shapes(1, 2, 3))
+def test_instance_norm(seed, n, c, space):
+    rng = np.random.default_rng(seed)
+    if np.prod(space) == 1:
+        space = (2, *space[1:])  # one element per instance has no spread to normalize
+    inputs = {"x": rng.normal(size=(n, c, *space)), "scale": rng.normal(size=c),
+              "bias": rng.normal(size=c)}
+    check(lambda *v: op.InstanceNormalization(*v, epsilon=1e-3), inputs)
 
 
 @fd_settings

@@ -4,12 +4,13 @@ errors that name the node, unreachable and off-path values, deep graphs."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import byoc
 from byoc import op
-from byoc.ir import Call, Function, IRModule, post_order
+from byoc.ir import Call, post_order
 from tests.conftest import make_model
 
 from .fd import check, module
@@ -17,7 +18,7 @@ from .fd import check, module
 DOUBLE = TensorProto.DOUBLE
 
 
-def _mlp_model() -> "onnx.ModelProto":  # noqa: F821
+def _mlp_model() -> onnx.ModelProto:
     """x -> MatMul(W) -> Add(b) -> Relu -> ReduceSum = loss, W and b initializers."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.normal(size=(3, 2)), "W"),
@@ -34,7 +35,8 @@ def test_initializers_become_parameters_with_their_names():
     mod = byoc.load_onnx(_mlp_model())
     g = byoc.gradient(mod, loss="loss", wrt=["W", "b"])
     assert [p.name for p in g.main.params] == ["x", "W", "b"]
-    assert g.main.attrs["output_names"] == ["loss", "a", "grad:W", "grad:b"]
+    # outputs first, then the gradients as they are complete: b is read after W
+    assert g.main.attrs["output_names"] == ["loss", "a", "grad:b", "grad:W"]
     assert not any(getattr(e, "name", None) in ("W", "b") and type(e).__name__ == "Constant"
                    for e in post_order(g.main.body))
     x = np.random.default_rng(1).normal(size=(5, 3))
@@ -133,10 +135,12 @@ def test_unknown_shapes_fall_back_to_run_time_shape_arithmetic():
 
 @pytest.mark.parametrize("loss, wrt, message", [
     ("nope", ["x"], "not an output"), ("loss", ["q"], "neither a parameter"),
-    ("loss", ["x", "x"], "twice"), ("idx", ["x"], "floating-point")])
+    ("loss", ["x", "x"], "twice"), ("idx", ["x"], "floating-point"),
+    ("loss", ["n"], "only floating-point")])
 def test_bad_requests_are_model_errors(loss, wrt, message):
-    x = op.var("x", (3,), "float64")
-    mod = module([op.ReduceSum(x, keepdims=0), op.ArgMax(x)], [x], ["loss", "idx"])
+    x, n = op.var("x", (3,), "float64"), op.var("n", (3,), "int64")
+    mod = module([op.ReduceSum(op.Mul(x, op.Cast(n, to=11)), keepdims=0), op.ArgMax(x)],
+                 [x, n], ["loss", "idx"])
     with pytest.raises(byoc.ModelError, match=message):
         byoc.gradient(mod, loss=loss, wrt=wrt)
 

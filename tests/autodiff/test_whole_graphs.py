@@ -1,6 +1,7 @@
 """Whole graphs against central differences along random directions: a CNN (Conv, BN in
 training mode, pools, skip, SoftmaxCrossEntropyLoss), a transformer block (Gather, LayerNorm,
-attention with Where and Softmax, erf Gelu, Split/Concat/Slice) and byoc's tiny ResNet."""
+attention with Where and Softmax, erf Gelu, Split/Concat/Slice), byoc's tiny ResNet, and the
+exported transformers of tests/models (BERT, GPT-2, Llama, ViT) in float64."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import byoc
 from byoc.ir import Function, IRModule
 
-from .graphs import cnn, tiny_resnet_float64, transformer
+from .graphs import cnn, tiny_resnet_float64, transformer, zoo_float64
 
 from onnx import numpy_helper
 
@@ -84,4 +85,12 @@ def test_tiny_resnet():
     # and a step along all 78k weights at once crosses kinks like it. One weight at a time,
     # with steps down to 1e-8 where rounding is ~1e-7 of the derivative, keeps to one side.
     directional_check(model, inputs, params, directions=0, eps=(1e-6, 1e-7, 1e-8),
+                      together=False, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "gpt2_tiny", "llama_tiny", "vit_tiny"])
+def test_exported_transformers(name):
+    model, inputs, params = zoo_float64(name)
+    # erf in bert's and vit's Gelu is the host kernel's approximation (rtol 1e-5)
+    directional_check(model, inputs, params, rtol=1e-5, directions=0, eps=(1e-6, 1e-7),
                       together=False, atol=1e-7)

@@ -74,6 +74,12 @@ def _mish(b: Backward, g: Sym, x: Sym, y: Sym) -> Sym:
     return g * (t + x * (1 - t * t) * x.apply("Sigmoid"))
 
 
+def _shrink(b: Backward, g: Sym, x: Sym, y: Sym) -> Sym:
+    """y = x -+ bias outside [-lambd, lambd], else 0: dx = g outside, 0 inside."""
+    lambd = b.attr("lambd", 0.5)
+    return where((x > lambd).apply("Or", (x < -lambd).e), g, 0)
+
+
 UNARY: dict[str, Unary] = {
     "Identity": lambda b, g, x, y: g,
     "Neg": lambda b, g, x, y: -g,
@@ -83,6 +89,7 @@ UNARY: dict[str, Unary] = {
     "Sqrt": lambda b, g, x, y: g / (y * 2),
     "Reciprocal": lambda b, g, x, y: -(g * y * y),
     "Relu": lambda b, g, x, y: where(y > 0, g, 0),  # y > 0 iff x > 0; y outlives x anyway
+    "ThresholdedRelu": lambda b, g, x, y: where(x > b.attr("alpha", 1.0), g, 0),
     "LeakyRelu": lambda b, g, x, y: where(x > 0, g, g * b.attr("alpha", 0.01)),
     "Elu": lambda b, g, x, y: where(x > 0, g, g * (y + b.attr("alpha", 1.0))),
     "Celu": lambda b, g, x, y: where(x > 0, g, g * (y / b.attr("alpha", 1.0) + 1)),
@@ -94,6 +101,7 @@ UNARY: dict[str, Unary] = {
     "Softplus": lambda b, g, x, y: g * x.apply("Sigmoid"),
     "Softsign": lambda b, g, x, y: g / ((1 + x.apply("Abs")) * (1 + x.apply("Abs"))),
     "Mish": _mish,
+    "Shrink": _shrink,
     "Erf": lambda b, g, x, y: g * (2 / math.sqrt(math.pi)) * (-(x * x)).apply("Exp"),
     "Gelu": _gelu,
     "Sin": lambda b, g, x, y: g * x.apply("Cos"),
@@ -146,7 +154,7 @@ def clip(b: Backward) -> list[Expr | None]:
 
 def dropout(b: Backward) -> list[Expr | None]:
     """Inference: identity. Training: y = x * mask / (1 - ratio), so dx = g * mask / (1 - ratio)
-    with the forward's own mask (its second output)."""
+    with the forward's own mask (its second output); a run-time training flag picks."""
     training = b.x(2)
     if training is None or const_ints(training) == [0]:
         return [b.g]
@@ -155,8 +163,10 @@ def dropout(b: Backward) -> list[Expr | None]:
     g = sym(b, b.g)
     ratio = b.x(1)
     keep = 1 - (sym(b, ratio) if ratio is not None else sym(b, b.const(0.5, b.g)))
-    scaled = g / keep.apply("Cast", to=elem_type(dtype_of(b.g)))
-    return [where(sym(b, b.y(1)), scaled, 0).e]
+    scale = (1 / keep).apply("Cast", to=elem_type(dtype_of(b.g)))
+    if const_ints(training) is None:  # decided at run time: scale only when training
+        scale = where(sym(b, training), scale, 1)
+    return [where(sym(b, b.y(1)), g * scale, 0).e]
 
 
 # -- broadcasting binaries ----------------------------------------------------------------------
@@ -206,6 +216,17 @@ def pow_(b: Backward) -> list[Expr | None]:
     return _partials(b, lambda: g * e * (a ** (e - 1)), lambda: g * y * a.apply("Log"))
 
 
+def mod(b: Backward) -> list[Expr | None]:
+    """y = fmod(a, c) = a - c trunc(a / c): da = g, dc = -g trunc(a / c) (integer Mod has no
+    gradient: its values carry none)."""
+    if not int(b.attr("fmod", 0)):
+        raise b.fail("Mod with fmod=0 is integer-only and has no gradient")
+    g, a, c = sym(b, b.g), sym(b, b.x(0)), sym(b, b.x(1))
+    q = a / c
+    trunc = q.apply("Sign") * q.apply("Abs").apply("Floor")
+    return _partials(b, lambda: g, lambda: -(g * trunc))
+
+
 def prelu(b: Backward) -> list[Expr | None]:
     """y = x > 0 ? x : s x: dx = x > 0 ? g : g s, ds = x > 0 ? 0 : g x."""
     g, x, s = sym(b, b.g), sym(b, b.x(0)), sym(b, b.x(1))
@@ -250,6 +271,6 @@ RULES: dict[str, GradientRule] = {
     **{op: unary(fn) for op, fn in UNARY.items()},
     **{op: zero for op in ("Floor", "Ceil", "Round", "Sign")},
     "Cast": cast, "CastLike": cast, "Clip": clip, "Dropout": dropout,
-    "Add": add, "Sub": sub, "Mul": mul, "Div": div, "Pow": pow_, "PRelu": prelu,
+    "Add": add, "Sub": sub, "Mul": mul, "Div": div, "Pow": pow_, "Mod": mod, "PRelu": prelu,
     "Where": where_, "Sum": sum_, "Mean": mean, "Max": extremum, "Min": extremum,
 }

@@ -1,5 +1,5 @@
-"""Gradients of normalizations: BatchNormalization (training and inference) and
-LayerNormalization.
+"""Gradients of normalizations: BatchNormalization (training and inference),
+InstanceNormalization and LayerNormalization.
 
 With xhat = (x - mean) / sqrt(var + eps) over the normalized axes (m elements each) and
 y = scale * xhat + bias, when mean and var are the batch's own statistics:
@@ -85,6 +85,26 @@ def batch_norm(b: Backward) -> list[Expr | None]:
     return out
 
 
+def instance_norm(b: Backward) -> list[Expr | None]:
+    """Per (batch, channel) over space: xhat from x's statistics there, y = scale[c] xhat +
+    bias[c]; dx as in the module docstring with dxhat = g scale, dscale = sum_{n, space} g xhat,
+    dbias = sum_{n, space} g."""
+    x, scale = sym(b, b.x(0)), sym(b, b.x(1))
+    r = rank_of(x.e)
+    space = list(range(2, r))
+    xhat, inv_std = _normalized(b, x, space, float(b.attr("epsilon", 1e-5)))
+    g = sym(b, b.g)
+    per_channel = [0, *space]
+    out: list[Expr | None] = [None, None, None]
+    if b.need(0):
+        out[0] = _dx(g * scale.apply("Unsqueeze", b.ints(per_channel)), xhat, inv_std, space).e
+    if b.need(1):
+        out[1] = (g * xhat).apply("ReduceSum", b.ints(per_channel), keepdims=0).e
+    if b.need(2):
+        out[2] = g.apply("ReduceSum", b.ints(per_channel), keepdims=0).e
+    return out
+
+
 def layer_norm(b: Backward) -> list[Expr | None]:
     """Over axes [axis, rank): xhat from x's statistics, y = xhat scale + bias (scale and bias
     broadcast from the right): dx as in the module docstring with dxhat = g scale."""
@@ -107,4 +127,5 @@ def layer_norm(b: Backward) -> list[Expr | None]:
 
 
 RULES: dict[str, GradientRule] = {"BatchNormalization": batch_norm,
+                                  "InstanceNormalization": instance_norm,
                                   "LayerNormalization": layer_norm}

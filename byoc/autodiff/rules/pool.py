@@ -8,13 +8,15 @@ ones kernel (the adjoint of a windowed sum), divided by each window's divisor fi
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ...ir import Constant, Expr, TupleGetItem, TupleType
+from ...op.kernels._window import window
 from ..rule import Backward, GradientRule, dtype_of, rank_of
 from ..shapes import count_ratio, expand_like, fill_like, shape_of
-from .conv import geometry, spatial, transpose_conv_to
+from .conv import Geometry, geometry, spatial, transpose_conv_to
 from .reduce import share_among_maxima
 
 
@@ -35,36 +37,58 @@ def max_pool(b: Backward) -> list[Expr | None]:
     return [b.op("Reshape", summed, shape_of(b, x))]
 
 
+def _ceil_as_pads(b: Backward, x: Expr, geo: Geometry) -> Geometry:
+    """ceil_mode's extra windows as extra end padding, so floor-mode windows are the same."""
+    size = spatial(x)
+    if size is None:
+        raise b.fail("AveragePool with ceil_mode=1 needs static spatial dims to be "
+                     "differentiated")
+    out = window(b.call.attrs, size, geo.kernel, ceil_mode=True).out
+    end = tuple(max(e, (o - 1) * s + geo.extent(i) - n - bg)
+                for i, (o, s, n, bg, e) in enumerate(zip(out, geo.strides, size, geo.begin,
+                                                         geo.end)))
+    return replace(geo, end=end)
+
+
 def average_pool(b: Backward) -> list[Expr | None]:
     """y[o] = sum_{i in window(o)} x[i] / D[o]: dx = ConvTranspose(g / D, ones kernel).
 
-    D is the kernel size, or with count_include_pad=0 and pads the count of real elements,
-    k * AveragePool(ones, count_include_pad=1). Channels fold into the batch so one 1x1-channel
-    kernel serves any channel count.
+    Unpadded, D is the kernel size. Otherwise D[o] = |W(o)| / AveragePool(ones)[o], with
+    |W(o)| the real (unpadded) elements of window o, counted by a ones Conv over one plane:
+    that is right for either count_include_pad, and for ceil_mode, whose extra windows are
+    extra end padding. Channels fold into the batch so one 1x1-channel kernel serves any
+    channel count.
     """
     x = b.x(0)
     assert x is not None
-    if int(b.attr("ceil_mode", 0)):
-        raise b.fail("AveragePool with ceil_mode=1 has no gradient rule yet")
     kernel = list(b.attr("kernel_shape"))
     geo = geometry(b, x, kernel)
-    size = math.prod(kernel)
+    if int(b.attr("ceil_mode", 0)):
+        geo = _ceil_as_pads(b, x, geo)
     g = b.g
-    if int(b.attr("count_include_pad", 0)) or not (any(geo.begin) or any(geo.end)):
-        scaled = b.op("Mul", g, b.const(1.0 / size, g))
-    else:
-        attrs = {**b.call.attrs, "count_include_pad": 1}
-        real = b.op("AveragePool", fill_like(b, 1.0, x), **attrs)
-        scaled = b.op("Div", g, b.op("Mul", real, b.const(float(size), g)))
     nd = len(kernel)
+    ones = Constant(np.ones((1, 1, *kernel), dtype=dtype_of(x)))
+    if not (any(geo.begin) or any(geo.end)):
+        scaled = b.op("Mul", g, b.const(1.0 / math.prod(kernel), g))
+    else:
+        size = spatial(x)
+        plane = (b.ints([1, 1, *size]) if size is not None else
+                 b.op("Concat", b.ints([1, 1]), _spatial_shape(b, x, nd), axis=0))
+        plane_ones = b.op("Expand", b.const(1.0, x), plane)
+        real = b.op("Conv", plane_ones, ones, strides=list(geo.strides),
+                    dilations=list(geo.dilations), pads=geo.pads)
+        mean_of_ones = b.op("AveragePool", plane_ones, **b.call.attrs)
+        scaled = b.op("Mul", g, b.op("Div", mean_of_ones, real))
     out_size = spatial(g)
     folded_shape = (b.ints([-1, 1, *out_size]) if out_size is not None else
-                    b.op("Concat", b.ints([-1, 1]),
-                         b.op("Slice", b.op("Shape", g), b.ints([2]), b.ints([2 + nd])), axis=0))
+                    b.op("Concat", b.ints([-1, 1]), _spatial_shape(b, g, nd), axis=0))
     folded = b.op("Reshape", scaled, folded_shape)
-    ones = Constant(np.ones((1, 1, *kernel), dtype=dtype_of(x)))
     dx = transpose_conv_to(b, folded, ones, x, geo, group=1)
     return [b.op("Reshape", dx, shape_of(b, x))]
+
+
+def _spatial_shape(b: Backward, x: Expr, nd: int) -> Expr:
+    return b.op("Slice", b.op("Shape", x), b.ints([2]), b.ints([2 + nd]))
 
 
 def global_average_pool(b: Backward) -> list[Expr | None]:
