@@ -40,7 +40,9 @@ class Pattern:
         return _Alt(self, other)
 
     def optional(self, wrap: Callable[[Pattern], Pattern]) -> Pattern:
-        """``wrap(self)`` where it matches, else ``self``: ``p.optional(lambda x: is_op("Relu")(x))``."""
+        """``wrap(self)`` where it matches, else ``self``.
+
+        ``p.optional(lambda x: is_op("Relu")(x))`` matches ``Relu(p)`` or ``p``."""
         return wrap(self) | self
 
     def has_attr(self, **attrs: Any) -> Pattern:

@@ -72,7 +72,7 @@ def format_table(report: dict, explain: bool = False) -> str:
     """The report as a table, one region a row; with ``explain``, each host node and why."""
     rows = [("region", "backend", "nodes", "op types", "inputs", "outputs", "bytes in/out")]
     for r in report["regions"]:
-        ops = ", ".join(f"{op}x{n}" if n > 1 else op for op, n in
+        ops = ", ".join(f"{n} {op}" if n > 1 else op for op, n in
                         sorted(r["op_types"].items(), key=lambda kv: (-kv[1], kv[0])))
         rows.append((r["name"], str(r["backend"]), str(len(r["nodes"])), _clip(ops, 40),
                      _names(r["inputs"]), _names(r["outputs"]),

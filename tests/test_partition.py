@@ -168,7 +168,8 @@ def test_a_range_by_names_or_indices_partitions_and_runs(start, end):
 
 def test_a_regex_range_that_is_not_convex_names_the_nodes_that_would_have_to_join():
     mod, _ = _cast_weights()
-    with pytest.raises(ModelError, match=r"not convex.*would have to join it: 'conv', 'add'$"):
+    with pytest.raises(ModelError, match=r"not convex.*would have to join it: node\(s\) 'conv', "
+                                         r"'add'$"):
         byoc.annotate_range(mod, "reference", re.compile(r"^r\d$"))
     part = byoc.partition(byoc.annotate_range(mod, "reference", re.compile(r"^(r\d|conv|add)$")))
     assert list(region_spans(part).values()) == [{"r1", "conv", "add", "r2"}]

@@ -4,10 +4,10 @@ from .annotation import BEGIN, END, compiler_begin, compiler_end, is_annotation
 from .convexity import Units, contract, hull_gap, unit_order
 from .explain import HOST_REASONS, completed, host_calls, recorded
 from .names import describe, node_key, unique, value_name
-from .regions import Regions, annotate, find_regions, numbered
+from .regions import IndexGraph, Regions, annotate, find_regions, numbered
 
 __all__ = [
-    "BEGIN", "END", "HOST_REASONS", "Regions", "Units", "annotate", "compiler_begin",
+    "BEGIN", "END", "HOST_REASONS", "IndexGraph", "Regions", "Units", "annotate", "compiler_begin",
     "compiler_end", "completed", "contract", "describe", "find_regions", "host_calls",
     "hull_gap", "is_annotation", "node_key", "numbered", "recorded", "unique", "unit_order",
     "value_name",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ModelError
-from ..ir import Call, Expr, children
+from ..ir import Call, Expr
 from .names import node_key
-from .regions import Regions
+from .regions import IndexGraph, Regions
 
 
 @dataclass
@@ -33,7 +33,7 @@ def contract(regions: Regions) -> Units:
     graph = regions.index_graph()
     kids, leaf = graph.kids, graph.leaf
     n_regions = len(regions.targets)
-    unit_of = regions.positions()
+    unit_of = list(regions.region)
     host: list[int] = []
     succ: list[list[int]] = [[] for _ in range(n_regions)]
     indeg = [0] * n_regions
@@ -77,29 +77,31 @@ def _cycle_error(regions: Regions, stuck: list[int]) -> ModelError:
     members = regions.members()
     order = regions.order
     for r in stuck:
-        gap = hull_gap(order, {id(order[i]) for i in members[r]})
+        gap = hull_gap(regions.index_graph(), set(members[r]))
         if gap:
             return ModelError(f"the region of {regions.targets[r]!r} is not convex: a path leaves "
-                              f"it and comes back through {_names(gap)}, which would have to "
-                              "join it", _first_call(order, members[r]))
+                              f"it and comes back through {names([order[i] for i in gap])}, "
+                              "which would have to join it", _first_call(order, members[r]))
     firsts = ", ".join(f"{regions.targets[r]!r} at {_first_call(order, members[r])!r}"
                        for r in stuck[:4])
     return ModelError(f"regions ({firsts}) depend on each other in a cycle: annotate them as one "
                       "region or split one of them")
 
 
-def hull_gap(order: list[Expr], members: set[int]) -> list[Expr]:
-    """The nodes outside ``members`` (ids) on a path between two members: those that would have
-    to join for the set to be convex. ``order`` lists producers first."""
-    below: set[int] = set()  # reads a member, directly or not
-    for e in order:
-        if id(e) not in members and any(id(k) in members or id(k) in below for k in children(e)):
-            below.add(id(e))
-    above: set[int] = set()  # feeds a member, directly or not
-    for e in reversed(order):
-        if id(e) in members or id(e) in above:
-            above.update(id(k) for k in children(e))
-    return [e for e in order if id(e) in below and id(e) in above]
+def hull_gap(graph: IndexGraph, members: set[int]) -> list[int]:
+    """The nodes outside ``members`` on a path between two members: those that would have to
+    join for the set to be convex. Positions in the graph's producers-first order."""
+    kids = graph.kids
+    below = bytearray(len(kids))  # reads a member, directly or not
+    for i, ks in enumerate(kids):
+        if i not in members and any(k in members or below[k] for k in ks):
+            below[i] = 1
+    above = bytearray(len(kids))  # feeds a member, directly or not
+    for i in range(len(kids) - 1, -1, -1):
+        if i in members or above[i]:
+            for k in kids[i]:
+                above[k] = 1
+    return [i for i in range(len(kids)) if below[i] and above[i]]
 
 
 def _first_call(order: list[Expr], positions: list[int]) -> str | None:
@@ -107,7 +109,8 @@ def _first_call(order: list[Expr], positions: list[int]) -> str | None:
     return next((node_key(c) for c in calls), None)  # type: ignore[arg-type]
 
 
-def _names(nodes: list[Expr], most: int = 8) -> str:
+def names(nodes: list[Expr], most: int = 8) -> str:
+    """"node(s) 'a', 'b' and 3 more": the calls among ``nodes``, for an error."""
     keys = [repr(node_key(e)) for e in nodes if isinstance(e, Call)]
     more = f" and {len(keys) - most} more" if len(keys) > most else ""
     return "node(s) " + ", ".join(keys[:most]) + more

@@ -34,14 +34,14 @@ class Regions:
     """Which nodes of a function run in which region.
 
     ``func`` is the function without annotations and ``order`` its nodes, producers first
-    (leaves included), ending with ``func.body``. ``region_of`` maps id(node) to a region index
-    for the calls and TupleGetItems inside a region; host nodes and leaves (Var, Constant) are
-    absent. ``targets[r]`` is region r's backend. Regions are numbered by their first node.
+    (leaves included), ending with ``func.body``. ``region[i]`` is the region of ``order[i]``:
+    an index into ``targets`` (each region's backend) for the calls and TupleGetItems inside a
+    region, -1 for host nodes and leaves. Regions are numbered by their first node.
     """
 
     func: Function
     order: list[Expr]
-    region_of: dict[int, int]
+    region: list[int]
     targets: list[str]
     graph: IndexGraph | None = field(default=None, repr=False)  # of ``order``, built once
 
@@ -50,19 +50,14 @@ class Regions:
             self.graph = IndexGraph.of(self.order)
         return self.graph
 
-    def with_regions(self, region_of: dict[int, int], targets: list[str]) -> Regions:
+    def with_regions(self, region: list[int], targets: list[str]) -> Regions:
         """Other regions over the same nodes (sharing the index graph)."""
-        return Regions(self.func, self.order, region_of, targets, self.graph)
-
-    def positions(self) -> list[int]:
-        """The region of each node of ``order`` by position, -1 for host nodes and leaves."""
-        region_of = self.region_of
-        return [region_of.get(id(e), -1) for e in self.order]
+        return Regions(self.func, self.order, region, targets, self.graph)
 
     def members(self) -> list[list[int]]:
         """Each region's nodes as positions in ``order``, producers first."""
         out: list[list[int]] = [[] for _ in self.targets]
-        for i, r in enumerate(self.positions()):
+        for i, r in enumerate(self.region):
             if r >= 0:
                 out[r].append(i)
         return out
@@ -78,14 +73,9 @@ class IndexGraph:
 
     @staticmethod
     def of(order: list[Expr]) -> IndexGraph:
-        pos: dict[int, int] = {}
-        kids: list[tuple[int, ...]] = []
-        leaf: list[bool] = []
-        for i, e in enumerate(order):
-            pos[id(e)] = i
-            kids.append(tuple([pos[id(k)] for k in children(e)]))
-            leaf.append(isinstance(e, (Var, Constant)))
-        return IndexGraph(kids, leaf)
+        position = {id(e): i for i, e in enumerate(order)}.__getitem__
+        return IndexGraph([tuple(map(position, map(id, children(e)))) for e in order],
+                          [isinstance(e, (Var, Constant)) for e in order])
 
 
 class _UnionFind:
@@ -106,20 +96,21 @@ class _UnionFind:
             self.parent[rb] = ra
 
 
-def numbered(order: list[Expr], key_of: dict[int, object]) -> tuple[dict[int, int], list]:
-    """Region indices by first appearance in ``order``, for nodes keyed by any region key."""
+def numbered(keys: list) -> tuple[list[int], list]:
+    """Region indices numbered by first appearance, from any region key per node (None: host)."""
     index: dict[object, int] = {}
-    region_of: dict[int, int] = {}
-    keys: list = []
-    for e in order:
-        key = key_of.get(id(e))
-        if key is not None:
-            r = index.get(key)
-            if r is None:
-                r = index[key] = len(keys)
-                keys.append(key)
-            region_of[id(e)] = r
-    return region_of, keys
+    region: list[int] = []
+    firsts: list = []
+    for key in keys:
+        if key is None:
+            region.append(-1)
+            continue
+        r = index.get(key)
+        if r is None:
+            r = index[key] = len(firsts)
+            firsts.append(key)
+        region.append(r)
+    return region, firsts
 
 
 def _strip_end(arg: Expr) -> Expr:
@@ -136,7 +127,7 @@ def find_regions(func: Function) -> Regions:
     sets = _UnionFind()
     labelled: dict[tuple[str, object], int] = {}
     order: list[Expr] = []
-    members: list[tuple[Expr, int]] = []  # (node without annotations, its region token)
+    tokens: list[int | None] = []  # the region token of each node of ``order``
     for e in post_order(body):
         if isinstance(e, Call) and (e.op == BEGIN or e.op == END):
             arg = e.args[0]
@@ -166,6 +157,7 @@ def find_regions(func: Function) -> Regions:
         new = with_children(e, [plain[id(k)] for k in kids]) if kids else e
         plain[id(e)] = new
         order.append(new)
+        tokens.append(None)
         if e is body and isinstance(e, Tuple):
             continue  # the outputs: checked below, with their names
         inside = [token.get(id(k)) for k in kids]
@@ -182,11 +174,10 @@ def find_regions(func: Function) -> Regions:
                                  "compiler_end and begin the other with compiler_begin",
                                  _key(e), _op(e))
             sets.union(first, t)
-        token[id(e)] = first  # type: ignore[assignment]
-        members.append((new, first))  # type: ignore[arg-type]
+        token[id(e)] = tokens[-1] = first  # type: ignore[assignment]
     _check_outputs(func, token, target_of, sets)
-    region_of, roots = numbered(order, {id(n): sets.find(t) for n, t in members})
-    return Regions(Function(func.params, plain[id(body)], func.attrs), order, region_of,
+    region, roots = numbered([None if t is None else sets.find(t) for t in tokens])
+    return Regions(Function(func.params, plain[id(body)], func.attrs), order, region,
                    [target_of[r] for r in roots])
 
 
@@ -230,56 +221,51 @@ def _op(e: Expr) -> str | None:
 def annotate(regions: Regions) -> Function:
     """The function with compiler_begin on every value entering a region and compiler_end on
     every value leaving one (constants and graph inputs included), each written once."""
-    region_of, targets = regions.region_of, regions.targets
+    region, targets, order = regions.region, regions.targets, regions.order
+    kids = regions.index_graph().kids
     label = _labels(regions)
-    new: dict[int, Expr] = {}
+    new = list(order)
     ends: dict[int, Expr] = {}
     begins: dict[tuple[int, int], Expr] = {}
 
-    def read(k: Expr, r: int) -> Expr:
-        """``k`` as region ``r`` (-1: the host) reads it."""
-        rk = region_of.get(id(k), -1)
-        value = new[id(k)]
+    def read(k: int, r: int) -> Expr:
+        """Node ``k`` as region ``r`` (-1: the host) reads it."""
+        rk = region[k]
+        value = new[k]
         if rk == r:
             return value
         if rk >= 0:
-            end = ends.get(id(k))
+            end = ends.get(k)
             if end is None:
-                end = ends[id(k)] = compiler_end(value, targets[rk], label[rk])
+                end = ends[k] = compiler_end(value, targets[rk], label[rk])
             value = end
         if r >= 0:
-            begin = begins.get((id(k), r))
+            begin = begins.get((k, r))
             if begin is None:
-                begin = begins[(id(k), r)] = compiler_begin(value, targets[r], label[r])
+                begin = begins[(k, r)] = compiler_begin(value, targets[r], label[r])
             value = begin
         return value
 
-    for e in regions.order:
-        kids = children(e)
-        if not kids:
-            new[id(e)] = e
-            continue
-        r = region_of.get(id(e), -1)
-        new[id(e)] = with_children(e, [read(k, r) for k in kids])
+    for i, e in enumerate(order):
+        if kids[i]:
+            new[i] = with_children(e, [read(k, region[i]) for k in kids[i]])
     func = regions.func
-    return Function(func.params, read(func.body, -1), func.attrs)
+    return Function(func.params, read(len(order) - 1, -1), func.attrs)
 
 
 def _labels(regions: Regions) -> list[int | None]:
     """``region=r`` for each region whose parts no data edge joins, None for the others."""
-    region_of = regions.region_of
+    region, kids = regions.region, regions.index_graph().kids
     sets = _UnionFind()
-    for e in regions.order:
-        r = region_of.get(id(e))
-        if r is None:
+    for i, r in enumerate(region):
+        if r < 0:
             continue
-        sets.find(id(e))
-        for k in children(e):
+        sets.find(i)
+        for k in kids[i]:
             # Consumers in one region of the same outside value share its compiler_begin.
-            sets.union(id(e), id(k) if region_of.get(id(k)) == r else (id(k), r))
+            sets.union(i, k if region[k] == r else (k, r))
     parts: list[set] = [set() for _ in regions.targets]
-    for e in regions.order:
-        r = region_of.get(id(e))
-        if r is not None:
-            parts[r].add(sets.find(id(e)))
+    for i, r in enumerate(region):
+        if r >= 0:
+            parts[r].add(sets.find(i))
     return [r if len(p) > 1 else None for r, p in enumerate(parts)]

@@ -159,15 +159,16 @@ def with_children(expr: Expr, new: list[Expr]) -> Expr:
 
     Returns ``expr`` itself when nothing changed, so rewrites keep sharing.
     """
+    if isinstance(expr, Call) and len(new) == len(expr.args):  # no omitted input: a hot path
+        if all(map(operator.is_, expr.args, new)):
+            return expr
+        return Call(expr.op, tuple(new), expr.attrs, expr.type, expr.span)
     old = children(expr)
     if len(old) == len(new) and all(map(operator.is_, old, new)):
         return expr
     if isinstance(expr, Call):
-        if len(new) == len(expr.args):
-            args = tuple(new)
-        else:
-            it = iter(new)
-            args = tuple(None if a is None else next(it) for a in expr.args)
+        it = iter(new)
+        args = tuple(None if a is None else next(it) for a in expr.args)
         return Call(expr.op, args, expr.attrs, expr.type, expr.span)
     if isinstance(expr, Tuple):
         return Tuple(tuple(new))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..analysis import HOST_REASONS, Regions, annotate, node_key
+from ..analysis import HOST_REASONS, IndexGraph, Regions, annotate, node_key
 from ..analysis.annotation import MARKERS
 from ..backend import Backend
 from ..errors import ModelError
@@ -42,24 +42,21 @@ def target_regions(func: Function, order: list[Expr], backends: Sequence[Backend
                    ) -> tuple[Regions, dict[str, str]]:
     """One region per call a backend takes, and why each other call stays on the host."""
     owner = {entry.name: b.name for b in backends for entry in b.patterns}
-    region_of: dict[int, int] = {}
+    graph = IndexGraph.of(order)
+    region = [-1] * len(order)
     targets: list[str] = []
     reasons: dict[str, str] = {}
-    for e in order:
+    for i, e in enumerate(order):
         if isinstance(e, TupleGetItem):
-            r = region_of.get(id(e.tuple_value))
-            if r is not None:
-                region_of[id(e)] = r
-            continue
-        if not isinstance(e, Call):
-            continue
-        target, reason = _choose(e, backends, owner)
-        if target is None:
-            reasons[node_key(e)] = reason
-        else:
-            region_of[id(e)] = len(targets)
-            targets.append(target)
-    return Regions(func, order, region_of, targets), reasons
+            region[i] = region[graph.kids[i][0]]
+        elif isinstance(e, Call):
+            target, reason = _choose(e, backends, owner)
+            if target is None:
+                reasons[node_key(e)] = reason
+            else:
+                region[i] = len(targets)
+                targets.append(target)
+    return Regions(func, order, region, targets, graph), reasons
 
 
 def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str]

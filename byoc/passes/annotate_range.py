@@ -1,8 +1,8 @@
 """annotate_range: one region for a backend over a range of nodes, named by hand (for debugging).
 
 The range is ``start`` to ``end`` in main's topological order (the order ``node_order`` lists),
-each given as an ONNX node name or an index into that order; or every node whose name matches a
-regular expression. Every input coming from outside the range gets its compiler_begin, not
+each given as an ONNX node name or an index into that order; or every node whose name a regular
+expression finds (``re.search``). Every input coming from outside the range gets its compiler_begin, not
 only those of the first node (the mistake in the seed thread's hand-written annotator).
 
 Rules:
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import Regions, hull_gap, is_annotation, node_key
+from ..analysis import IndexGraph, Regions, hull_gap, is_annotation, node_key
+from ..analysis.convexity import names
 from ..backend import Backend
 from ..errors import ModelError
 from ..ir import Call, Expr, Function, TupleGetItem
@@ -60,17 +61,18 @@ def range_regions(func: Function, order: list[Expr], backend: Backend, start: Bo
         more = f" and {len(refused) - 5} more" if len(refused) > 5 else ""
         raise ModelError(f"backend {backend.name!r} does not take {len(refused)} node(s) of the "
                          f"range: {listed}{more}")
-    members = {id(c) for c in picked}
-    members.update(id(e) for e in order
-                   if isinstance(e, TupleGetItem) and id(e.tuple_value) in members)
-    gap = hull_gap(order, members)
+    graph = IndexGraph.of(order)
+    chosen = {id(c) for c in picked}
+    region = [0 if id(e) in chosen else -1 for e in order]
+    for i, e in enumerate(order):
+        if isinstance(e, TupleGetItem) and region[graph.kids[i][0]] == 0:
+            region[i] = 0
+    gap = hull_gap(graph, {i for i, r in enumerate(region) if r == 0})
     if gap:
-        names = ", ".join(repr(node_key(c)) for c in gap if isinstance(c, Call))
         raise ModelError(f"the range {where} is not convex: a path leaves it and comes back, so "
-                         f"these nodes would have to join it: {names}")
-    region_of = {i: 0 for i in members}
-    reasons = {node_key(c): f"outside the range {where}" for c in calls if id(c) not in members}
-    return Regions(func, order, region_of, [backend.name]), reasons
+                         f"these would have to join it: {names([order[i] for i in gap], 20)}")
+    reasons = {node_key(c): f"outside the range {where}" for c in calls if id(c) not in chosen}
+    return Regions(func, order, region, [backend.name], graph), reasons
 
 
 def _index(calls: list[Call], bound: Bound, default: int) -> int:

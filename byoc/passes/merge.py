@@ -63,9 +63,8 @@ def merge_regions(regions: Regions, priority: Sequence[str] | None = None) -> Re
         current = [new_id[u] for u in current]
     if not swept:
         unit_order(units, regions)  # nothing to merge, but the input must still be acyclic
-    key_of = {i: current[r] for i, r in regions.region_of.items()}
-    region_of, keys = numbered(regions.order, key_of)
-    return regions.with_regions(region_of, [color[k] for k in keys])  # type: ignore[misc]
+    region, keys = numbered([current[r] if r >= 0 else None for r in regions.region])
+    return regions.with_regions(region, [color[k] for k in keys])  # type: ignore[misc]
 
 
 def _targets(targets: list[str], priority: Sequence[str] | None) -> list[str]:

@@ -87,17 +87,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 def region_name(target: str, nodes: list[Expr]) -> str:
     """``<backend>_<first node>_<hash of the nodes>``: the same for the same region anywhere."""
-    parts = [target]
-    first = None
-    for n in nodes:
-        if isinstance(n, Call):
-            key = node_key(n)
-            first = first or key
-            parts.append(f"{n.op_name}\0{key}")
-        elif isinstance(n, TupleGetItem):
-            parts.append(f"[{n.index}]")
+    calls = [n for n in nodes if isinstance(n, Call)]
+    keys = [node_key(c) for c in calls]
+    parts = [target, *(f"{c.op_name}\0{k}" for c, k in zip(calls, keys)),
+             *(f"[{n.index}]" for n in nodes if isinstance(n, TupleGetItem))]
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
-    return f"{target}_{_UNSAFE.sub('_', first or 'region')[:48]}_{digest}"
+    return f"{target}_{_UNSAFE.sub('_', keys[0] if keys else 'region')[:48]}_{digest}"
 
 
 def _boundary(regions: Regions, units: Units, members: list[list[int]]

@@ -80,19 +80,16 @@ def _extent(tensor: TensorProto, base_dir: str | None, node: str) -> tuple[str, 
     return path, offset, length
 
 
-def check_external_data(model: onnx.ModelProto, base_dir: str | None) -> None:
-    """Refuse the model now if any external tensor points outside its folder or its file."""
-    for tensor, node, _ in _tensors(model.graph):
-        if external_data_helper.uses_external_data(tensor):
-            _extent(tensor, base_dir, node)
-
-
-def load_attribute_data(model: onnx.ModelProto, base_dir: str | None) -> None:
-    """Fill external tensors held in node attributes in place (rare, and small)."""
+def prepare_external_data(model: onnx.ModelProto, base_dir: str | None) -> None:
+    """Check every external tensor now (refusing any that leaves the model's folder or its
+    file), and fill those held in node attributes in place (rare, and small); initializers
+    stay on disk until the importer maps them."""
     for tensor, node, is_init in _tensors(model.graph):
-        if is_init or not external_data_helper.uses_external_data(tensor):
+        if not external_data_helper.uses_external_data(tensor):
             continue
         path, offset, length = _extent(tensor, base_dir, node)
+        if is_init:
+            continue
         with open(path, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read(length)

@@ -8,6 +8,8 @@ captured outer values are trailing parameters (see ``byoc.op.control_flow``).
 
 from __future__ import annotations
 
+import math
+import math
 import os
 import warnings
 from collections import Counter
@@ -26,7 +28,7 @@ from byoc.ir import (UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, Te
 from byoc.op import CANONICAL_OPSET, onnx_bridge, registry
 from byoc.runtime import limits
 
-from .external_data import check_external_data, external_array, load_attribute_data
+from .external_data import external_array, prepare_external_data
 from .upgrade import upgrade_opset
 
 
@@ -55,6 +57,15 @@ def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tu
     return model, base
 
 
+def _utf8(what: str, *texts: str | bytes) -> None:
+    """Refuse a name that is not UTF-8. ONNX's strings must be; protobuf hands one that is not
+    to Python as bytes, which nothing downstream expects. Checked where the importer reads the
+    names anyway, so a big model pays no second walk over its protobuf."""
+    for text in texts:
+        if type(text) is bytes:
+            raise ModelError(f"{what} is not valid UTF-8: {text[:60]!r}")
+
+
 def _constant_value(node: onnx.NodeProto) -> np.ndarray:
     if len(node.attribute) != 1:
         raise ModelError("a Constant needs exactly one value attribute", node.name, "Constant")
@@ -74,13 +85,27 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray:
 
 
 def _sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
+    """A sparse tensor made dense; its declared size and every index are checked first."""
+    name = sparse.values.name
+    dims = [int(d) for d in sparse.dims]
     values = numpy_helper.to_array(sparse.values)
-    indices = numpy_helper.to_array(sparse.indices)
-    dense = np.zeros(int(np.prod(sparse.dims)), dtype=values.dtype)
+    why = limits.too_big(dims, values.dtype.itemsize)
+    if why:
+        raise ModelError(f"sparse tensor {name!r}: its dense {why}")
+    indices = numpy_helper.to_array(sparse.indices).astype(np.int64, copy=False)
+    size = math.prod(dims)
     if indices.ndim == 2:
-        indices = np.ravel_multi_index(indices.T, tuple(sparse.dims))
-    dense[indices.reshape(-1)] = values
-    return dense.reshape(tuple(sparse.dims))
+        if indices.shape[1:] != (len(dims),) or np.any(indices < 0) or np.any(indices >= dims):
+            raise ModelError(f"sparse tensor {name!r}: an index is outside its shape {dims}")
+        indices = np.ravel_multi_index(indices.T, tuple(dims)) if indices.size else indices[:, 0]
+    flat = indices.reshape(-1)
+    if flat.size != values.size:
+        raise ModelError(f"sparse tensor {name!r}: {values.size} values for {flat.size} indices")
+    if np.any(flat < 0) or np.any(flat >= size):
+        raise ModelError(f"sparse tensor {name!r}: an index is outside its shape {dims}")
+    dense = np.zeros(size, dtype=values.dtype)
+    dense[flat] = values.reshape(-1)
+    return dense.reshape(tuple(dims))
 
 
 class _Node:
@@ -94,6 +119,8 @@ class _Node:
         self.domain = proto.domain
         self.inputs = list(proto.input)
         self.outputs = list(proto.output)
+        _utf8("a node's op type, domain or a tensor it reads or writes", self.op_type,
+              self.domain, *self.inputs, *self.outputs)
         self.has_graph = bool(proto.attribute) and any(
             a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in proto.attribute)
 
@@ -216,8 +243,14 @@ class Importer:
     def __init__(self, model: onnx.ModelProto, spans: bool = True, base_dir: str | None = None):
         self.model = model
         self.base_dir = base_dir
+        # Every static output shape is checked against the allocation limit: read it once.
+        self.max_bytes = limits.max_tensor_bytes()
+        self.itemsize: dict[str, int] = {name: np.dtype(name).itemsize for name in (
+            "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+            "uint64", "uint32", "uint16", "uint8", "bool", "complex64", "complex128")}
         self.keep_spans = spans
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
+        _utf8("an opset domain", *self.opsets)
         self.opsets.pop("ai.onnx", None)
         self.used_names: Counter[str] = Counter()
         self.generated: Counter[str] = Counter()
@@ -226,11 +259,14 @@ class Importer:
         stack = [model.graph]
         while stack:  # every graph, subgraphs included: declared types and node names
             g = stack.pop()
+            _utf8("a graph name", g.name)
             for vi in (*g.input, *g.output, *g.value_info):
+                _utf8("a value name", vi.name)
                 if vi.HasField("type"):
                     self.type_protos[vi.name] = vi.type
             for node in g.node:
                 if node.name:
+                    _utf8("a node name", node.name)
                     self.used_names[node.name] += 1
                 for attr in node.attribute:
                     if attr.type == onnx.AttributeProto.GRAPH:
@@ -240,6 +276,9 @@ class Importer:
 
     def initializer(self, t: onnx.TensorProto) -> np.ndarray:
         """An initializer's value: external data memory-mapped, declared size checked."""
+        _utf8("an initializer name", t.name)
+        if any(d < 0 for d in t.dims):  # numpy would read -1 as "whatever fits"
+            raise ModelError(f"initializer {t.name!r} has a negative dim: {list(t.dims)}")
         if external_data_helper.uses_external_data(t):
             return external_array(t, self.base_dir)
         try:
@@ -346,9 +385,10 @@ class Importer:
         if any(t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None) for t in types):
             types = self._infer(entry, attrs, args, n, types)
         for t in types:
-            if isinstance(t, TensorType) and t.is_static and t.dtype and t.dtype != "object":
-                why = limits.too_big(t.shape, np.dtype(t.dtype).itemsize)  # type: ignore[arg-type]
-                if why:
+            if isinstance(t, TensorType) and t.dtype in self.itemsize and t.is_static:
+                itemsize = self.itemsize[t.dtype]  # type: ignore[index]
+                if math.prod(t.shape) * itemsize > self.max_bytes:  # type: ignore[arg-type]
+                    why = limits.too_big(t.shape, itemsize)  # type: ignore[arg-type]
                     raise ModelError(f"its output {why}", label, node.op_type)
         out_type: Type = types[0] if n == 1 else TupleType(tuple(types))
         call = Call(op, tuple(args), attrs, out_type, span)
@@ -380,6 +420,7 @@ class Importer:
         attrs: dict[str, Any] = {}
         schema = entry.schema
         for attr in node.attribute:
+            _utf8("an attribute name", attr.name)
             if attr.ref_attr_name:
                 raise ModelError(f"attribute {attr.name!r} refers to a function attribute outside "
                                  "a function", label, node.op_type)
@@ -433,8 +474,7 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
     """
     model, base_dir = read_model(path_or_model)
     model = _copy_if_needed(model, path_or_model)
-    check_external_data(model, base_dir)
-    load_attribute_data(model, base_dir)
+    prepare_external_data(model, base_dir)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is not None and opset > CANONICAL_OPSET:
         raise ModelError(f"opset {opset} is newer than the newest this byoc supports "
