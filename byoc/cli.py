@@ -1,4 +1,4 @@
-"""The ``byoc`` command line: info, run, bench, partition.
+"""The ``byoc`` command line: info, run, bench, partition, build, extract, repro, bisect.
 
 Every error byoc raises on purpose becomes one line on stderr and exit code 2; a comparison
 out of tolerance exits 1.
@@ -34,6 +34,20 @@ def _parse_dims(specs: list[str]) -> dict[str, int]:
     return dims
 
 
+def _show(text: str) -> str:
+    """A model's string as the text output shows it: as it is if printable, else quoted with
+    escapes, so no name can break a line or send a terminal control sequence."""
+    from .ir.printer import quote
+
+    return text if text.isprintable() else quote(text)
+
+
+def _one_line(text: str) -> str:
+    """The first line of a message, with anything unprintable in it escaped."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)
+
+
 def _backends(spec: str | None) -> list[str]:
     return [b.strip() for b in spec.split(",") if b.strip()] if spec else []
 
@@ -46,10 +60,26 @@ def _load(args):
 
 
 def _inputs(args, mod):
+    from .errors import InputError
     from .inputs import load_npy, random_inputs
 
-    given = dict(load_npy(s) for s in args.input)
+    # Native byte order: a big-endian .npy is still "float32", and C and onnxruntime would
+    # read its bytes as if they were little-endian.
+    given: dict = {}
+    for spec in args.input:
+        name, array = load_npy(spec)
+        if name in given:
+            raise InputError(f"--input {name} is given twice")
+        given[name] = _native(array)
+    names = [p.name for p in mod.main.params]
+    for name in given:  # a misspelt name must not mean a made-up input, silently
+        if name not in names:
+            raise InputError(f"unknown input {name!r}; the model's inputs are {names}")
     return random_inputs(mod.main, _parse_dims(args.dim), seed=args.seed, given=given)
+
+
+def _native(array):
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def _prepare(mod, backends: list[str], args):
@@ -96,10 +126,10 @@ def cmd_info(args) -> int:
     print(f"nodes   {info['nodes']}")
     print("inputs")
     for n, t in info["inputs"].items():
-        print(f"  {n}: {t}")
+        print(f"  {_show(n)}: {t}")
     print("outputs")
     for n, t in info["outputs"].items():
-        print(f"  {n}: {t}")
+        print(f"  {_show(n)}: {t}")
     print("ops")
     width = max((len(k) for k in ops), default=0)
     for op, n in ops.most_common():
@@ -137,7 +167,11 @@ def cmd_run(args) -> int:
     if args.compare:
         if args.compare != "onnxruntime":
             raise byoc.InputError(f"--compare knows only onnxruntime, not {args.compare!r}")
-        reference = run_onnxruntime(path, inputs, threads=args.threads)
+        try:
+            reference = run_onnxruntime(path, inputs, threads=args.threads)
+        except Exception as exc:  # onnxruntime's refusal is not a bug in byoc
+            raise byoc.ByocError(f"--compare: onnxruntime cannot run the model: "
+                                 f"{_one_line(str(exc))}") from None
         comparisons = compare_outputs(outputs, reference)
         result["ok"] = all(c.ok for c in comparisons)
         for c in comparisons:
@@ -155,7 +189,7 @@ def cmd_run(args) -> int:
         if "placement" in result:
             print(format_placement(result["placement"]))
         for name, o in result["outputs"].items():
-            line = f"  {name}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
+            line = f"  {_show(name)}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
             if comparisons is not None:
                 line += f"  max_abs_err={o['max_abs_err']:.3g} rel_err={o['rel_err']:.3g} " + (
                     "ok" if o["ok"] else "OUT OF TOLERANCE" + (f" ({o['note']})" if o.get("note") else ""))
@@ -280,6 +314,30 @@ def _one_backend(args) -> str:
     return names[0]
 
 
+def cmd_build(args) -> int:
+    import byoc
+
+    from .codegen.build_cache import STATS
+    from .placement import format_placement, placement
+
+    path, mod = _load(args)
+    backends = _backends(args.backend)
+    part = _prepare(mod, backends, args)
+    start = time.perf_counter()
+    exe = byoc.build(part)
+    elapsed = time.perf_counter() - start
+    regions = [n for n in part.functions if n != "main"]
+    print(f"built {os.path.basename(path)} for {', '.join(backends) or 'host'} in {elapsed:.2f} s: "
+          f"{len(regions)} region(s); C modules compiled {STATS.compiled}, from cache {STATS.cached}")
+    print(format_placement(placement(part)))
+    if args.emit_c:
+        from .backends.ccompiler import write_c_sources
+
+        files = write_c_sources(part, args.emit_c, executable=exe)
+        print(f"wrote {len(files)} C file(s) to {args.emit_c}")
+    return 0
+
+
 def cmd_extract(args) -> int:
     from .errors import InputError
     from .extract import extract
@@ -292,7 +350,7 @@ def cmd_extract(args) -> int:
             raise InputError(f"--nodes wants FIRST:LAST, got {args.nodes!r}")
         nodes = (first, last)
     case = extract(mod, _one_backend(args), args.output, _inputs(args, mod), region=args.region,
-                   nodes=nodes, name_regex=args.name_regex)
+                   nodes=nodes, name_regex=args.name_regex, iteration=args.iteration)
     print(f"wrote {case.out_dir}: region {case.region.name} ({len(case.region.nodes)} nodes, "
           f"{len(case.region.input_names)} inputs, {len(case.region.output_names)} outputs)")
     for f in case.files:
@@ -306,7 +364,7 @@ def cmd_repro(args) -> int:
 
     checks = repro(args.case, _one_backend(args))
     for c in checks:
-        print(f"  {c.name}: max_abs_err={c.max_abs_err:.3g} rel_err={c.rel_err:.3g} "
+        print(f"  {_show(c.name)}: max_abs_err={c.max_abs_err:.3g} rel_err={c.rel_err:.3g} "
               + ("ok" if c.ok else "OUT OF TOLERANCE" + (f" ({c.note})" if c.note else "")))
     ok = all(c.ok for c in checks)
     print("reproduces the recorded outputs" if ok else "does NOT match the recorded outputs")
@@ -324,8 +382,8 @@ def cmd_bisect(args) -> int:
         return 0
     print(f"first bad region: {result.region.name} (region {result.checked} of the run)")
     for c in result.comparisons:
-        print(f"  {c.name}: rel_err={c.rel_err:.3g}")
-    print(f"first bad node: {result.node} ({result.node_op})")
+        print(f"  {_show(c.name)}: rel_err={c.rel_err:.3g}")
+    print(f"first bad node: {_show(result.node)} ({result.node_op})")
     if result.case is not None:
         print(f"repro: byoc repro {result.case.out_dir} --backend {result.case.backend}")
     return 1
@@ -384,6 +442,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the partitioned model, one local function per region")
     p.set_defaults(fn=cmd_partition)
 
+    p = sub.add_parser("build", help="partition and compile every region (cached); --emit-c")
+    model_arg(p, optional=True)
+    p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
+    p.add_argument("--emit-c", metavar="DIR", help="write each C region's source into DIR")
+    p.set_defaults(fn=cmd_build)
+
     p = sub.add_parser("extract", help="one region as a standalone ONNX test case")
     model_arg(p)
     input_args(p)
@@ -391,6 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--region", type=int, metavar="K", help="the K-th region (from 0)")
     which.add_argument("--nodes", metavar="FIRST:LAST", help="a node range by ONNX node names")
     which.add_argument("--name-regex", metavar="RE", help="the nodes whose names match")
+    p.add_argument("--iteration", type=int, default=0, metavar="K",
+                   help="for a region in a Loop/Scan body or If branch: the tensors of the "
+                        "body's K-th run (from 0; default 0)")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
     p.set_defaults(fn=cmd_extract)
 
@@ -425,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except ByocError as exc:
-        print(f"byoc: error: {exc}".splitlines()[0], file=sys.stderr)
+        print(_one_line(f"byoc: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("byoc: interrupted", file=sys.stderr)
@@ -433,9 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in byoc: still one line, and how to see more
         if os.environ.get("BYOC_TRACEBACK"):
             raise
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"byoc: internal error: {type(exc).__name__}: {msg} (set BYOC_TRACEBACK=1 for the "
-              "traceback)", file=sys.stderr)
+        print(f"byoc: internal error: {type(exc).__name__}: {_one_line(str(exc))} (set "
+              "BYOC_TRACEBACK=1 for the traceback)", file=sys.stderr)
         return 2
 
 

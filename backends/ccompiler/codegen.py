@@ -1,11 +1,12 @@
-"""C for one region: one function, one block per op, buffers planned in one workspace.
+"""C for one region: one entry function calling one function per op, buffers planned in one
+workspace.
 
-    void byoc_region(const float *in_x, const float *k_w, float *out_y, char *ws)
+    void byoc_region(const float *in_x, float *out_y, const void *const *consts, char *ws)
 
-takes the region's inputs, then the constants it reads (by pointer: weights stay out of the
-source), then its outputs, which the function fills, then a workspace of ``workspace`` bytes:
-the planned intermediates (``plan.py``) followed by scratch shared by all ops. Every model
-string reaches the source only as a sanitized identifier or an escaped comment.
+takes the region's inputs, then its outputs (which it fills), then a table of pointers to the
+constants it reads (weights stay out of the source and its hash), then a workspace of
+``workspace`` bytes: the planned intermediates (``plan.py``) followed by scratch shared by all
+ops. Every model string reaches the source only as a sanitized identifier or an escaped comment.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from byoc.codegen import CSource, Names, comment
+from byoc.analysis import value_name
+from byoc.codegen import CSource, Names, c_type, comment, shorten
 from byoc.errors import ByocError
 from byoc.ir import Call, Constant, Expr, Function, TensorType, TupleGetItem
 from byoc.ir import post_order
@@ -23,7 +25,7 @@ from byoc.ir import post_order
 from . import runtime_c
 from .emitter import Emit, Tensor, Unsupported
 from .ops import EMITTERS, VIEW_OPS
-from .plan import Plan, Storage, plan_storage
+from .plan import Plan, plan_storage
 from .shapes import Key, concrete_types, key_of
 from .support import is_static_input
 
@@ -61,8 +63,11 @@ def static_arg_types(func: Function) -> list[TensorType]:
 
 
 def emit_c(func: Function, arg_types: Sequence[TensorType] | None = None) -> str:
-    """The C source of a region for ``arg_types`` (default: its parameters' static types)."""
-    return generate(func, arg_types).source
+    """The C source of a region for ``arg_types`` (default: its parameters' static types),
+    as the backend compiles it (constant calls folded first)."""
+    from .fold import fold_constants
+
+    return generate(fold_constants(func), arg_types).source
 
 
 def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> Generated:
@@ -74,10 +79,10 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     plan = plan_storage(func.params, func.body, order, types, _is_view, is_static_input, _label)
     names = _c_names(plan)
     body = CSource()
-    ctx = Emit(body, scratch_base=plan.arena_bytes)
+    ctx = Emit(CSource(), scratch_base=plan.arena_bytes, const_base=len(plan.constants))
     ops = [e for e in order if isinstance(e, Call)]
-    for call in ops:
-        _emit_op(ctx, call, plan, types, names)
+    for index, call in enumerate(ops):
+        _emit_op(ctx, index, call, plan, types, names, body)
     for slot, k in plan.copies:
         body.line(f"memcpy({names[id(plan.outputs[slot])]}, {names[id(plan.storage[k])]}, "
                   f"{plan.outputs[slot].nbytes});")
@@ -86,16 +91,22 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     src = CSource()
     _header(src, func, ops, plan, names, arg_types, types)
     src.lines(runtime_c.render(ctx.needed))
+    src.line("#define BYOC_NOINLINE __attribute__((noinline))")
+    src.line()
+    src.lines(ctx.src.text())
     src.line()
     with src.block(f"void {SYMBOL}({signature})"):
+        for s, _ in plan.constants:
+            ct = c_type(s.dtype)
+            src.line(f"const {ct} *const {names[id(s)]} = (const {ct} *)consts[{s.index}];")
         for s in sorted(plan.work, key=lambda s: s.index):
-            ct = Tensor("", (), s.dtype).ctype
+            ct = c_type(s.dtype)
             src.line(f"{ct} *const {names[id(s)]} = ({ct} *)(ws + {s.offset});")
         src.lines(body.text())
     outs = tuple(types[k] for k in plan.output_keys)
     cdef = f"void {SYMBOL}({_signature(plan, names, restrict=False)});"
-    return Generated(region_name(func), src.text(), cdef,
-                     tuple(c.value for _, c in plan.constants), outs, workspace,
+    constants = (*(c.value for _, c in plan.constants), *ctx.extra_constants)
+    return Generated(region_name(func), src.text(), cdef, tuple(constants), outs, workspace,
                      runtime_c.links_library(ctx.needed))
 
 
@@ -105,8 +116,6 @@ def _is_view(call: Call) -> bool:
 
 def _label(expr: Expr, index: int) -> str:
     """The ONNX name of a value, for the C identifier made from it."""
-    from byoc.analysis import value_name
-
     if isinstance(expr, Call) and index:
         return value_name(TupleGetItem(expr, index))
     return value_name(expr) or "value"
@@ -125,70 +134,87 @@ def _c_names(plan: Plan) -> dict[int, str]:
 
 
 def _signature(plan: Plan, names: dict[int, str], restrict: bool = True) -> str:
+    """Inputs, outputs, then the constants (an array of pointers: a model can have a thousand
+    weights, and a thousand parameters make a slow compile and a slow call), then the
+    workspace."""
     r = " restrict" if restrict else ""
     parts = []
-    for s in [*plan.inputs, *(s for s, _ in plan.constants)]:
-        parts.append(f"const {Tensor('', (), s.dtype).ctype} *{r} {names[id(s)]}")
+    for s in plan.inputs:
+        parts.append(f"const {c_type(s.dtype)} *{r} {names[id(s)]}")
     for s in plan.outputs:
-        parts.append(f"{Tensor('', (), s.dtype).ctype} *{r} {names[id(s)]}")
+        parts.append(f"{c_type(s.dtype)} *{r} {names[id(s)]}")
+    parts.append("const void *const *consts")
     parts.append(f"char *{r} ws")
     return ", ".join(parts)
 
 
 def _header(src: CSource, func: Function, ops: list[Call], plan: Plan, names: dict[int, str],
             arg_types: Sequence[TensorType], types: dict[Key, TensorType]) -> None:
-    src.comment(f"byoc ccompiler: region {region_name(func)}")
+    src.comment(f"byoc ccompiler: region {shorten(region_name(func))}")
     src.comment(f"ONNX nodes ({len(ops)}):")
     for call in ops:
         src.comment(f"  {_node_label(call)}")
     for s, t in zip(plan.inputs, arg_types):
-        src.comment(f"input {names[id(s)]} = {s.label}: {_fmt(t)}")
+        src.comment(f"input {names[id(s)]} = {shorten(s.label)}: {_fmt(t)}")
     for s, k in zip(plan.outputs, plan.output_keys):
-        src.comment(f"output {names[id(s)]} = {s.label}: {_fmt(types[k])}")
+        src.comment(f"output {names[id(s)]} = {shorten(s.label)}: {_fmt(types[k])}")
 
 
 def _node_label(call: Call) -> str:
-    return f"{call.span.name} ({call.op})" if call.span is not None else f"({call.op})"
+    return f"{shorten(call.span.name)} ({call.op})" if call.span is not None else f"({call.op})"
 
 
 def _fmt(t: TensorType) -> str:
     return f"{t.dtype}[{', '.join(str(d) for d in t.shape or ())}]"
 
 
-def _emit_op(ctx: Emit, call: Call, plan: Plan, types: dict[Key, TensorType],
-             names: dict[int, str]) -> None:
-    src = ctx.src
+def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, TensorType],
+             names: dict[int, str], body: CSource) -> None:
+    """The op's code as a function of its tensors (in ``ctx.src``), and its call (in ``body``).
+
+    One function per op rather than one block each in a single function: compilers take time
+    superlinear in a function's size, and a region can hold a thousand ops.
+    """
     n_out = len(call.type.fields) if not isinstance(call.type, TensorType) else 1
     out_storage = [plan.storage[(id(call), k)] for k in range(n_out)]
-    aliased = _is_view(call) and out_storage[0] is plan.storage[key_of(call.args[0])]  # type: ignore
+    source = call.args[0]
+    aliased = (_is_view(call) and source is not None
+               and out_storage[0] is plan.storage[key_of(source)])
     if aliased and n_out == 1:
-        src.line(comment(f"{_node_label(call)}: a view of its input, no code"))
+        body.line(comment(f"{_node_label(call)}: a view of its input, no code"))
         return
     emit = EMITTERS.get(call.op)  # type: ignore[arg-type]
     if emit is None:
         raise Unsupported(f"no emitter for {call.op_name}")
-    src.line(comment(_node_label(call)))
-    with src.block():
-        ins: list[Tensor | None] = []
-        for j, a in enumerate(call.args):
-            if a is None:
-                ins.append(None)
-                continue
-            t = types[key_of(a)]
-            value = a.value if isinstance(a, Constant) else None
-            if is_static_input(call, j):
-                ins.append(Tensor("", tuple(t.shape), t.dtype, value))  # type: ignore[arg-type]
-                continue
-            local = f"a{j}"
-            ct = Tensor("", (), t.dtype).ctype
-            src.line(f"const {ct} *restrict {local} = {names[id(plan.storage[key_of(a)])]};")
-            ins.append(Tensor(local, tuple(t.shape), t.dtype, value))  # type: ignore[arg-type]
-        outs = []
-        for k, s in enumerate(out_storage):
-            t = types[(id(call), k)]
-            ct = Tensor("", (), t.dtype).ctype
-            src.line(f"{ct} *restrict o{k} = {names[id(s)]};")
-            outs.append(Tensor(f"o{k}", tuple(t.shape), t.dtype))  # type: ignore[arg-type]
+    params, args = [], []
+    ins: list[Tensor | None] = []
+    for j, a in enumerate(call.args):
+        if a is None:
+            ins.append(None)
+            continue
+        t = types[key_of(a)]
+        value = a.value if isinstance(a, Constant) else None
+        if is_static_input(call, j):
+            ins.append(Tensor("", tuple(t.shape), t.dtype, value))  # type: ignore[arg-type]
+            continue
+        params.append(f"const {c_type(t.dtype)} *restrict a{j}")
+        args.append(names[id(plan.storage[key_of(a)])])
+        ins.append(Tensor(f"a{j}", tuple(t.shape), t.dtype, value))  # type: ignore[arg-type]
+    outs = []
+    for k, s in enumerate(out_storage):
+        t = types[(id(call), k)]
+        if k == 0 and aliased:  # a view that shares its input (Dropout, with its mask to fill)
+            outs.append(Tensor("a0", tuple(t.shape), t.dtype))  # type: ignore[arg-type]
+            continue
+        params.append(f"{c_type(t.dtype)} *restrict o{k}")
+        args.append(names[id(s)])
+        outs.append(Tensor(f"o{k}", tuple(t.shape), t.dtype))  # type: ignore[arg-type]
+    label = comment(_node_label(call))
+    fn = f"byoc_op{index}"
+    ctx.src.line(label)
+    params += ["const void *const *consts", "char *ws"]
+    with ctx.src.block(f"static BYOC_NOINLINE void {fn}({', '.join(params)})"):
         ctx.begin_op()
         emit(ctx, call, ins, outs)
-
+    ctx.src.line()
+    body.line(f"{fn}({', '.join([*args, 'consts', 'ws'])});  {label}")

@@ -68,7 +68,9 @@ class Emit:
 
     src: CSource
     scratch_base: int  # byte offset of the scratch area in the workspace
+    const_base: int  # index in the constant table of the first constant an emitter adds
     needed: set[str] = field(default_factory=set)
+    extra_constants: list[np.ndarray] = field(default_factory=list)
     scratch_bytes: int = 0  # the most any one op has asked for
     _op_scratch: int = 0
 
@@ -78,6 +80,12 @@ class Emit:
 
     def begin_op(self) -> None:
         self._op_scratch = 0
+
+    def constant(self, value: np.ndarray) -> str:
+        """A pointer to ``value``, a constant derived at code generation (packed weights)."""
+        self.extra_constants.append(np.asarray(value, order="C"))
+        index = self.const_base + len(self.extra_constants) - 1
+        return f"((const {c_type(value.dtype.name)} *)consts[{index}])"
 
     def scratch(self, nbytes: int, ctype: str = "float") -> str:
         """A ``ctype *`` to ``nbytes`` of scratch, valid for the current op only."""

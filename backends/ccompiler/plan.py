@@ -71,14 +71,16 @@ def plan_storage(params: Sequence[Var], body: Expr, order: list[Expr],
     storage: dict[Key, Storage] = {}
     inputs = []
     for i, p in enumerate(params):
-        storage[(id(p), 0)] = s = Storage("input", i, nbytes((id(p), 0)), types[(id(p), 0)].dtype, p.name)
+        key = (id(p), 0)
+        storage[key] = s = Storage("input", i, nbytes(key), types[key].dtype, p.name)
         inputs.append(s)
     constants: list[tuple[Storage, Constant]] = []
 
     def const_storage(c: Constant) -> Storage:
         k = (id(c), 0)
         if k not in storage:
-            storage[k] = Storage("const", len(constants), c.value.nbytes, c.value.dtype.name, c.name)
+            storage[k] = Storage("const", len(constants), c.value.nbytes, c.value.dtype.name,
+                                 c.name)
             constants.append((storage[k], c))
         return storage[k]
 

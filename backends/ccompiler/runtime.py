@@ -26,44 +26,65 @@ from byoc.ir import Function, TensorType
 from . import runtime_c
 from .codegen import SYMBOL, Generated, generate, region_name
 from .emitter import Unsupported
+from .fold import fold_constants
 
-Signature = tuple[tuple[tuple[int, ...], str], ...]
+Signature = tuple[tuple[tuple[int, ...], np.dtype], ...]
+
+
+def _decl(dtype: str) -> str:
+    return c_type(dtype) + "[]"
 
 
 class Specialization:
-    """One build of a region for one signature: the C function and its constant pointers."""
+    """One build of a region for one signature: the C function and its constant pointers.
 
-    def __init__(self, generated: Generated, module: ModuleType):
+    A call costs a few microseconds: the C types of every argument are worked out here once,
+    and workspaces are kept with their cffi pointers for the next call.
+    """
+
+    def __init__(self, generated: Generated, module: ModuleType, sig: Signature):
         self.generated = generated
         self._fn = getattr(module.lib, SYMBOL)
-        self._ffi = module.ffi
-        self._keep = [np.ascontiguousarray(c) for c in generated.constants]
-        self._consts = [self._ptr(c) for c in self._keep]
-        self._outs = [(tuple(t.shape), np.dtype(t.dtype)) for t in generated.out_types]
-        self._spare: list[np.ndarray] = []
+        self._ffi = ffi = module.ffi
+        self._keep = [np.asarray(c, order="C") for c in generated.constants]
+        self._buffers = [ffi.from_buffer(_decl(c.dtype.name), c) for c in self._keep]
+        self._consts = ffi.new("void *[]", [ffi.cast("void *", b) for b in self._buffers]
+                               or [ffi.NULL])  # the buffers stay alive beside the table
+        self._in_decls = [_decl(dtype.name) for _, dtype in sig]
+        self._outs = [(tuple(t.shape), np.dtype(t.dtype), _decl(t.dtype))
+                      for t in generated.out_types]
+        self._spare: list[tuple[np.ndarray, object]] = []
         self._lock = threading.Lock()
 
-    def _ptr(self, array: np.ndarray):
-        return self._ffi.from_buffer(c_type(array.dtype.name) + "[]", array)
-
     def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
-        outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
+        ptr = self._ffi.from_buffer
+        outs = [np.empty(shape, dtype) for shape, dtype, _ in self._outs]
         with self._lock:  # one workspace per concurrent call, reused afterwards
-            ws = self._spare.pop() if self._spare else np.empty(self.generated.workspace, np.uint8)
+            ws = self._spare.pop() if self._spare else self._workspace()
         try:
-            self._fn(*[self._ptr(a) for a in arrays], *self._consts,
-                     *[self._ptr(o) for o in outs], self._ffi.from_buffer("char[]", ws))
+            self._fn(*[ptr(d, a) for d, a in zip(self._in_decls, arrays)],
+                     *[ptr(d, o) for (_, _, d), o in zip(self._outs, outs)], self._consts, ws[1])
         finally:
             with self._lock:
                 self._spare.append(ws)
         return tuple(outs)
 
+    def _workspace(self) -> tuple[np.ndarray, object]:
+        array = np.empty(self.generated.workspace, np.uint8)
+        return array, self._ffi.from_buffer("char[]", array)
+
 
 class CompiledRegion:
-    """The callable a region compiles to (see the module docstring)."""
+    """The callable a region compiles to (see the module docstring).
+
+    ``generate`` writes the C for one signature; a backend with its own generator (native)
+    subclasses and sets it, keeping the specialization, the cache and the calling convention.
+    """
+
+    generate: Callable[[Function, Sequence[TensorType]], Generated] = staticmethod(generate)
 
     def __init__(self, func: Function):
-        self.func = func
+        self.func = fold_constants(func)
         self.name = region_name(func)
         self._variants: dict[Signature, Callable[[Sequence[np.ndarray]], tuple]] = {}
         self._lock = threading.Lock()
@@ -71,12 +92,14 @@ class CompiledRegion:
         if all(isinstance(t, TensorType) and t.is_static and t.dtype for t in declared):
             # Known shapes: build now, so that build() reports compile errors and the cache
             # is warm before the first run.
-            sig = tuple((tuple(t.shape), t.dtype) for t in declared)  # type: ignore[union-attr]
+            sig = tuple((tuple(t.shape), np.dtype(t.dtype))  # type: ignore[union-attr]
+                        for t in declared)
             self._specialize(sig)
 
     def __call__(self, *arrays) -> tuple[np.ndarray, ...]:
-        arrays = tuple(np.ascontiguousarray(a) for a in arrays)
-        sig = tuple((a.shape, a.dtype.name) for a in arrays)
+        # np.asarray(order="C") rather than ascontiguousarray, which makes a 0-d array 1-d.
+        arrays = tuple(np.asarray(a, order="C") for a in arrays)
+        sig = tuple((a.shape, a.dtype) for a in arrays)
         variant = self._variants.get(sig) or self._specialize(sig)
         return variant(arrays)
 
@@ -89,23 +112,32 @@ class CompiledRegion:
         with self._lock:
             if sig in self._variants:
                 return self._variants[sig]
-            types = [TensorType(shape, dtype) for shape, dtype in sig]
+            types = [TensorType(shape, dtype.name) for shape, dtype in sig]
             try:
-                generated = generate(self.func, types)
+                self._check_dtypes(types)
+                generated = self.generate(self.func, types)
             except Unsupported as exc:
                 variant = self._host(sig, exc)
             else:
-                objects = (build_cache.build_object(runtime_c.LIBRARY),) if generated.library else ()
+                objects = ((build_cache.build_object(runtime_c.LIBRARY),)
+                           if generated.library else ())
                 module = build_cache.build(generated.source, generated.cdef, region=self.name,
                                            objects=objects)
-                variant = Specialization(generated, module)
+                variant = Specialization(generated, module, sig)
             self._variants[sig] = variant
             return variant
+
+    def _check_dtypes(self, types: list[TensorType]) -> None:
+        """The support checks saw the declared dtypes; arrays of others are not what they took."""
+        for p, t in zip(self.func.params, types):
+            declared = getattr(p.type, "dtype", None)
+            if declared is not None and declared != t.dtype:
+                raise Unsupported(f"input {p.name!r} is {t.dtype}, the region takes {declared}")
 
     def _host(self, sig: Signature, why: Exception) -> Callable[[Sequence[np.ndarray]], tuple]:
         from byoc.backends.reference import compile_region
 
-        shapes = ", ".join(f"{d}{list(s)}" for s, d in sig)
+        shapes = ", ".join(f"{d.name}{list(s)}" for s, d in sig)
         warnings.warn(f"ccompiler: region {self.name!r} runs on the host for ({shapes}): {why}",
                       RuntimeWarning, stacklevel=3)
         run = compile_region(self.func)

@@ -13,6 +13,8 @@ vector extensions: AVX when compiled for it, SSE or NEON otherwise).
 
 from __future__ import annotations
 
+import numpy as np
+
 # Sizes the Python side needs to reserve scratch for packing (largest NR: AVX's 16).
 MR, NR, KC, MC, NC = 6, 16, 256, 72, 1024
 
@@ -51,6 +53,7 @@ static inline float byoc_expf(float x) {
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
 }
+static inline float byoc_fmax(float a, float b) { return a > b ? a : b; }
 static inline float byoc_sigmoidf(float x) { return 1.0f / (1.0f + byoc_expf(-x)); }
 static inline float byoc_tanhf(float x) {
     /* Near 0, 1 - 2/(e^2x + 1) loses digits; the odd Taylor series is exact there. */
@@ -166,14 +169,16 @@ static float byoc_dot(const float *a, const float *b, long n) {
 }
 
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
-static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A, byoc_pack_fn pack,
-                      const void *bsrc, float *C, long ldc, int accumulate, float *ws) {
+/* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
+static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
+                      const float *apacked, byoc_pack_fn pack, const void *bsrc, float *C,
+                      long ldc, int accumulate, float *ws) {
     if (K == 0) {
         if (!accumulate)
             for (long i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * N);
         return;
     }
-    long kcmax = K < BYOC_KC ? K : BYOC_KC;
+    long kcmax = K < BYOC_KC ? K : BYOC_KC, mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
     float *ap = ws;
     float *bp = ws + ((BYOC_MC + BYOC_MR) * kcmax + 15) / 16 * 16;
     for (long jc = 0; jc < N; jc += BYOC_NC) {
@@ -183,12 +188,13 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A, by
             pack(bsrc, pc, kc, jc, nc, bp);
             for (long ic = 0; ic < M; ic += BYOC_MC) {
                 long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
-                byoc_pack_a(A, ic, mc, pc, kc, alpha, ap);
+                const float *a = apacked ? apacked + pc * mpad + ic * kc : ap;
+                if (!apacked) byoc_pack_a(A, ic, mc, pc, kc, alpha, ap);
                 for (long jr = 0; jr < nc; jr += BYOC_NR) {
                     long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
                     for (long ir = 0; ir < mc; ir += BYOC_MR) {
                         long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                        byoc_ukernel(kc, ap + ir * kc, bp + jr * kc, C + (ic + ir) * ldc + jc + jr,
+                        byoc_ukernel(kc, a + ir * kc, bp + jr * kc, C + (ic + ir) * ldc + jc + jr,
                                      ldc, m, n, accumulate || pc > 0);
                     }
                 }
@@ -220,7 +226,7 @@ void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
         }
         return;
     }
-    byoc_gemm(M, N, K, alpha, &A, byoc_pack_b_mat, &B, C, ldc, accumulate, ws);
+    byoc_gemm(M, N, K, alpha, &A, 0, byoc_pack_b_mat, &B, C, ldc, accumulate, ws);
 }
 """
 
@@ -231,45 +237,6 @@ typedef struct {
     long H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW;
 } byoc_im2col;
 
-static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long nc, float *bp) {
-    const byoc_im2col *v = (const byoc_im2col *)src;
-    const long khw = v->KH * v->KW, hw = v->H * v->W;
-    long ihb[BYOC_NR], iwb[BYOC_NR];
-    for (long jp = 0; jp < nc; jp += BYOC_NR) {
-        long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR;
-        for (long l = 0; l < n; l++) {
-            long j = j0 + jp + l;
-            ihb[l] = (j / v->OW) * v->SH - v->PH;
-            iwb[l] = (j % v->OW) * v->SW - v->PW;
-        }
-        int one_row = n == BYOC_NR && ihb[0] == ihb[n - 1] && v->SW == 1;
-        long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
-        float *d = bp + jp * kc;
-        for (long k = 0; k < kc; k++, d += BYOC_NR) {
-            const float *xc = v->x + c * hw;
-            long dh = kh * v->DH, dw = kw * v->DW;
-            if (one_row) {
-                long ih = ihb[0] + dh, iw0 = iwb[0] + dw;
-                if (ih < 0 || ih >= v->H) {
-                    for (int l = 0; l < BYOC_NR; l++) d[l] = 0.0f;
-                    goto next;
-                }
-                if (iw0 >= 0 && iw0 + BYOC_NR <= v->W) {
-                    memcpy(d, xc + ih * v->W + iw0, sizeof(float) * BYOC_NR);
-                    goto next;
-                }
-            }
-            for (long l = 0; l < n; l++) {
-                long ih = ihb[l] + dh, iw = iwb[l] + dw;
-                d[l] = (ih >= 0 && ih < v->H && iw >= 0 && iw < v->W) ? xc[ih * v->W + iw] : 0.0f;
-            }
-            for (long l = n; l < BYOC_NR; l++) d[l] = 0.0f;
-        next:
-            if (++kw == v->KW) { kw = 0; if (++kh == v->KH) { kh = 0; c++; } }
-        }
-    }
-}
-
 /* The range [lo, hi) of outputs o for which o * s + off lands inside [0, n). */
 static inline void byoc_valid(long n, long s, long off, long count, long *lo, long *hi) {
     long a = off < 0 ? (-off + s - 1) / s : 0;
@@ -279,51 +246,60 @@ static inline void byoc_valid(long n, long s, long off, long count, long *lo, lo
     if (*hi < *lo) *hi = *lo;
 }
 
-/* Depthwise (one input channel per group): direct loops, vectorized along the output row. */
-static void byoc_conv_depthwise(const float *x, const float *w, const float *bias, float *y,
-                                long N, long C, long H, long W, long M, long OH, long OW,
-                                long KH, long KW, long SH, long SW, long PH, long PW,
-                                long DH, long DW) {
-    long mg = M / C;
-    for (long n = 0; n < N; n++)
-        for (long co = 0; co < M; co++) {
-            const float *xc = x + (n * C + co / mg) * H * W;
-            const float *wk = w + co * KH * KW;
-            float *yc = y + (n * M + co) * OH * OW;
-            float b = bias ? bias[co] : 0.0f;
-            for (long oh = 0; oh < OH; oh++) {
-                float *restrict yr = yc + oh * OW;
-                for (long ow = 0; ow < OW; ow++) yr[ow] = b;
-                for (long kh = 0; kh < KH; kh++) {
-                    long ih = oh * SH - PH + kh * DH;
-                    if (ih < 0 || ih >= H) continue;
-                    const float *restrict xr = xc + ih * W;
-                    for (long kw = 0; kw < KW; kw++) {
-                        float wv = wk[kh * KW + kw];
-                        long off = kw * DW - PW, lo, hi;
-                        byoc_valid(W, SW, off, OW, &lo, &hi);
-                        if (SW == 1)
-                            for (long ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
-                        else
-                            for (long ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * SW + off];
-                    }
-                }
-            }
+static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long nc, float *bp) {
+    const byoc_im2col *v = (const byoc_im2col *)src;
+    const long khw = v->KH * v->KW, hw = v->H * v->W;
+    /* A panel's NR output positions lie on one or a few output rows: per row segment, the
+       input it reads for one (c, kh, kw) is one strided run, padded with zeros at the edges. */
+    long seg_lane[BYOC_NR + 1], seg_ih[BYOC_NR], seg_iw[BYOC_NR];
+    for (long jp = 0; jp < nc; jp += BYOC_NR) {
+        long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR, segs = 0;
+        for (long l = 0; l < n;) {
+            long j = j0 + jp + l, oh = j / v->OW, ow = j % v->OW;
+            long len = v->OW - ow < n - l ? v->OW - ow : n - l;
+            seg_lane[segs] = l;
+            seg_ih[segs] = oh * v->SH - v->PH;
+            seg_iw[segs] = ow * v->SW - v->PW;
+            segs++;
+            l += len;
         }
+        seg_lane[segs] = n;
+        long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
+        float *d = bp + jp * kc;
+        for (long k = 0; k < kc; k++, d += BYOC_NR) {
+            const float *xc = v->x + c * hw;
+            for (long g = 0; g < segs; g++) {
+                long l0 = seg_lane[g], len = seg_lane[g + 1] - l0;
+                long ih = seg_ih[g] + kh * v->DH, iw = seg_iw[g] + kw * v->DW, lo, hi;
+                float *dl = d + l0;
+                if (ih < 0 || ih >= v->H) {
+                    for (long l = 0; l < len; l++) dl[l] = 0.0f;
+                    continue;
+                }
+                byoc_valid(v->W, v->SW, iw, len, &lo, &hi);
+                const float *xr = xc + ih * v->W + iw;
+                for (long l = 0; l < lo; l++) dl[l] = 0.0f;
+                if (v->SW == 1)
+                    memcpy(dl + lo, xr + lo, sizeof(float) * (hi - lo));
+                else
+                    for (long l = lo; l < hi; l++) dl[l] = xr[l * v->SW];
+                for (long l = hi; l < len; l++) dl[l] = 0.0f;
+            }
+            for (long l = n; l < BYOC_NR; l++) d[l] = 0.0f;
+            if (++kw == v->KW) { kw = 0; if (++kh == v->KH) { kh = 0; c++; } }
+        }
+    }
 }
 
-/* y = conv(x, w) + bias over NCHW; groups G. ws: byoc_gemm scratch floats. */
-void byoc_conv2d(const float *x, const float *w, const float *bias, float *y,
-                        long N, long C, long H, long W, long M, long OH, long OW,
-                        long KH, long KW, long SH, long SW, long PH, long PW, long DH, long DW,
-                        long G, float *ws) {
+/* y = conv(x, w) + bias over NCHW; groups G. wp: each group's weights packed (pack_a in
+   runtime_c.py), or 0. ws: byoc_gemm scratch floats. */
+void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
+                 long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
+                 long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws) {
     long cg = C / G, mg = M / G, kdim = cg * KH * KW, ohw = OH * OW;
-    if (cg == 1 && KH * KW <= 64) {
-        byoc_conv_depthwise(x, w, bias, y, N, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW);
-        return;
-    }
     int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
                     && OH == H && OW == W;
+    long mgpad = (mg + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
     for (long n = 0; n < N; n++)
         for (long g = 0; g < G; g++) {
             float *yg = y + (n * M + g * mg) * ohw;
@@ -331,13 +307,16 @@ void byoc_conv2d(const float *x, const float *w, const float *bias, float *y,
                 for (long m = 0; m < mg; m++)
                     for (long j = 0; j < ohw; j++) yg[m * ohw + j] = bias[g * mg + m];
             byoc_mat a = {w + g * mg * kdim, kdim, 1};
+            const float *ag = wp ? wp + g * mgpad * kdim : 0;
             const float *xg = x + (n * C + g * cg) * H * W;
             if (pointwise) {
                 byoc_mat b = {xg, H * W, 1};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, byoc_pack_b_mat, &b, yg, ohw, bias != 0, ws);
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, bias != 0,
+                          ws);
             } else {
                 byoc_im2col b = {xg, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, byoc_pack_b_im2col, &b, yg, ohw, bias != 0, ws);
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_im2col, &b, yg, ohw, bias != 0,
+                          ws);
             }
         }
 }
@@ -472,23 +451,20 @@ static float byoc_max(const float *x, long n) {
 _DECLS = r"""
 /* Element (i, j) of a matrix view is p[i * rs + j * cs]. */
 typedef struct { const float *p; long rs, cs; } byoc_mat;
-#define BYOC_API __attribute__((visibility("hidden")))
-BYOC_API void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
-                            float *C, long ldc, int accumulate, float *ws);
-BYOC_API void byoc_conv2d(const float *x, const float *w, const float *bias, float *y,
-                          long N, long C, long H, long W, long M, long OH, long OW,
-                          long KH, long KW, long SH, long SW, long PH, long PW, long DH, long DW,
-                          long G, float *ws);
-BYOC_API void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, float *y,
-                                    long N, long C, long H, long W, long M, long OH, long OW,
-                                    long KH, long KW, long SH, long SW, long PH, long PW,
-                                    long DH, long DW, long G, float *ws);
-BYOC_API void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
-                             long KH, long KW, long SH, long SW, long PH, long PW,
-                             long DH, long DW);
-BYOC_API void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH,
-                             long OW, long KH, long KW, long SH, long SW, long PH, long PW,
-                             long PHE, long PWE, int count_pad);
+void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B, float *C,
+                   long ldc, int accumulate, float *ws);
+void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
+                 long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
+                 long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws);
+void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, float *y,
+                           long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                           long KW, long SH, long SW, long PH, long PW, long DH, long DW, long G,
+                           float *ws);
+void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW, long KH,
+                    long KW, long SH, long SW, long PH, long PW, long DH, long DW);
+void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW, long KH,
+                    long KW, long SH, long SW, long PH, long PW, long PHE, long PWE,
+                    int count_pad);
 """
 
 # Compiled once into an object file that every region links: the big helpers.
@@ -509,6 +485,20 @@ def render(needed: set[str]) -> str:
 
 def links_library(needed: set[str]) -> bool:
     return bool(needed & LINKED)
+
+
+def pack_a(a: np.ndarray, groups: int = 1) -> np.ndarray:
+    """Rows of ``a`` (per group: ``groups`` equal row blocks) as byoc_gemm reads a packed A:
+    per group, per KC block of columns, MR-row panels, each column of a panel contiguous."""
+    out = []
+    for block in np.split(np.asarray(a, np.float32), groups):
+        m, k = block.shape
+        padded = np.zeros(((m + MR - 1) // MR * MR, k), np.float32)
+        padded[:m] = block
+        for pc in range(0, k, KC):
+            part = padded[:, pc:pc + KC]
+            out.append(part.reshape(-1, MR, part.shape[1]).transpose(0, 2, 1).ravel())
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
 
 
 def gemm_scratch(m: int, n: int, k: int) -> int:

@@ -63,7 +63,8 @@ def _call_types(call: Call, types: dict[Key, TensorType]) -> list[TensorType]:
     declared = call.type.fields if isinstance(call.type, TupleType) else (call.type,)
     result = []
     for k, t in enumerate(out):
-        dtype = t.dtype if isinstance(t, TensorType) and t.dtype else getattr(declared[k], "dtype", None)
+        dtype = (t.dtype if isinstance(t, TensorType) and t.dtype
+                 else getattr(declared[k], "dtype", None))
         if not isinstance(t, TensorType) or not t.is_static or dtype is None:
             raise Unsupported(f"{call.op}: output {k} has no static shape for these inputs ({t})")
         result.append(TensorType(t.shape, dtype))

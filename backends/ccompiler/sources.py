@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from byoc.codegen import CSource, Names
+from byoc.codegen import CSource, Names, shorten
 from byoc.ir import Call, IRModule, TensorType, post_order
 
 from .codegen import Generated, generate
+from .fold import fold_constants
 from .runtime import CompiledRegion
 
 COMPILER = "ccompiler"
@@ -48,21 +49,21 @@ def _sources(func, compiled) -> list[Generated]:
     if isinstance(compiled, CompiledRegion) and compiled.specializations:
         return compiled.specializations
     if all(isinstance(p.type, TensorType) and p.type.is_static for p in func.params):
-        return [generate(func)]
+        return [generate(fold_constants(func))]
     return []
 
 
 def _pending(name: str, func) -> str:
     """A file for a region whose shapes are not known yet: what it holds, and why no code."""
     src = CSource()
-    src.comment(f"byoc ccompiler: region {name}")
+    src.comment(f"byoc ccompiler: region {shorten(name)}")
     nodes = [e for e in post_order(func.body) if isinstance(e, Call)]
     src.comment(f"ONNX nodes ({len(nodes)}):")
     for call in nodes:
         label = call.span.name if call.span is not None else ""
-        src.comment(f"  {label} ({call.op_name})")
+        src.comment(f"  {shorten(label)} ({call.op_name})")
     for p in func.params:
-        src.comment(f"input {p.name}: {p.type}")
+        src.comment(f"input {shorten(p.name)}: {p.type}")
     src.comment("Its inputs have dynamic dims: the C is generated for the shapes of its first "
                 "call. Run the model, then pass the executable to write_c_sources.")
     return src.text()

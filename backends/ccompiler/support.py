@@ -158,6 +158,9 @@ def _verdict(call: Call) -> bool | str:
     if not isinstance(call.op, str) or call.op not in RULES:
         return f"op {call.op_name} is not supported"
     rule = RULES[call.op]
+    verdict = rule.check(call) if rule.check is not None else True
+    if verdict is not True:
+        return verdict
     special = dict(rule.inputs)
     for j, a in enumerate(call.args):
         if a is None:
@@ -176,7 +179,7 @@ def _verdict(call: Call) -> bool | str:
         why = _dtype_refusal(t, rule.outputs or rule.dtypes, f"output {k}")
         if why:
             return why
-    return rule.check(call) if rule.check is not None else True
+    return True
 
 
 def _dtype_refusal(t, allowed: frozenset[str], what: str) -> str | None:

@@ -5,7 +5,9 @@ escaped comments); ``build_cache`` compiles C into a cffi extension module, cach
 """
 
 from .build_cache import STATS, BuildStats, CacheError, CompileError, build, cache_root
-from .csource import CSource, Names, c_type, comment, float_literal, int_literal, literal
+from .csource import (CSource, Names, c_type, comment, float_literal, int_literal, literal,
+                      shorten)
 
 __all__ = ["STATS", "BuildStats", "CSource", "CacheError", "CompileError", "Names", "build",
-           "c_type", "cache_root", "comment", "float_literal", "int_literal", "literal"]
+           "c_type", "cache_root", "comment", "float_literal", "int_literal", "literal",
+           "shorten"]

@@ -47,9 +47,9 @@ KEY_VERSION = "1"  # bump when the way modules are built changes
 COMMON_FLAGS = ("-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11")
 # Generated regions are large and compiled often: -O2 with the cheap vectorizer cost model
 # compiles in two thirds of -O3's time and runs their loops as fast. Libraries built once
-# (the GEMM) get -O3.
+# (the GEMM) get -O3, and hidden symbols: the modules linking them do not export them.
 REGION_OPT = ("-O2", "-fvect-cost-model=cheap")
-LIBRARY_OPT = ("-O3",)
+LIBRARY_OPT = ("-O3", "-fvisibility=hidden")
 _EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 _COMPILE_TIMEOUT_S = 600
 
@@ -145,7 +145,9 @@ def _probe_flags(cc: list[str]) -> tuple[str, ...]:
         src = Path(tmp) / "probe.c"
         src.write_text("int byoc_probe(void) { return 0; }\n")
         done = _run([*cc, *COMMON_FLAGS, "-fPIC", "-c", str(src), "-o", str(Path(tmp) / "p.o")])
-    return COMMON_FLAGS if done.returncode == 0 else COMMON_FLAGS[1:]
+    if done.returncode == 0:
+        return COMMON_FLAGS
+    return tuple(f for f in COMMON_FLAGS if f != "-march=native")
 
 
 def toolchain() -> tuple[list[str], str, tuple[str, ...]]:

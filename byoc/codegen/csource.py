@@ -26,26 +26,35 @@ _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]+")
 # Characters a comment shows as they are; everything else is written as \xNN or \uNNNN.
 _COMMENT_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                           " _.,:;=+-()[]{}<>!#$%&@^|~'\"/*")
-COMMENT_LIMIT = 120  # characters of one name shown in a comment; longer ones are cut
+NAME_LIMIT = 120  # characters of one model string shown in a comment; longer ones are cut
+COMMENT_LIMIT = 1000  # and of a whole comment
 
 
-def escape_comment_text(text: str, limit: int = COMMENT_LIMIT) -> str:
-    """``text`` made safe inside ``/* ... */``: no ``*/``, ``/*``, newline, backslash, ``??``."""
-    cut = len(text) > limit
-    if cut:
-        text = text[:limit]
-    out = "".join(c if c in _COMMENT_SAFE else
-                  (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in text)
+def shorten(text: str, limit: int = NAME_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, with a hash of the whole to tell cut names apart."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...({_short_hash(text)})"
+
+
+def escape_comment_text(text: str) -> str:
+    """``text`` made safe inside ``/* ... */``: printable ASCII, no ``*/`` or ``/*``, and no
+    newline, backslash or ``?`` (so no line splice or trigraph): those are written as escapes."""
+    out = "".join(c if c in _COMMENT_SAFE else _escape_char(c) for c in text)
     # "*/" would end the comment and "/*" makes compilers warn; break both up.
-    out = out.replace("*/", "*\\x2f").replace("/*", "/\\x2a")
-    if cut:
-        out += f"...({_short_hash(text)})"
-    return out
+    return out.replace("*/", "*\\x2f").replace("/*", "/\\x2a")
 
 
-def comment(text: str, limit: int = COMMENT_LIMIT) -> str:
-    """A one-line C comment holding ``text``, escaped (see ``escape_comment_text``)."""
-    return f"/* {escape_comment_text(text, limit)} */"
+def _escape_char(c: str) -> str:
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def comment(text: str) -> str:
+    """A one-line C comment holding ``text``, escaped; cut names with ``shorten`` first."""
+    return f"/* {escape_comment_text(shorten(text, COMMENT_LIMIT))} */"
 
 
 def _short_hash(text: str) -> str:

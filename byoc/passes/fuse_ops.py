@@ -217,7 +217,9 @@ class _Partitioner:
                     if self.check_path(k, dom, _into_sink):
                         self.commit(k, dom)
             elif pat == P.INJECTIVE:
-                if phase == 1 and self.check_path(k, dom, lambda p, sink: p <= P.INJECTIVE):
+                # the sink may be a reduction: it takes its injective prologue
+                if phase == 1 and self.check_path(
+                        k, dom, lambda p, sink: p <= P.INJECTIVE or sink and p == P.COMM_REDUCE):
                     self.commit(k, dom)
 
 

@@ -198,7 +198,8 @@ def test_where_cast_isnan_isinf():
     special = np.array([1.0, np.nan, np.inf, -np.inf, -2.5, 0.0], np.float32)
     check(case("Where", cond, x, f32(4)), case("Where", cond[0], i64(3, 4), i64(1)),
           case("Where", cond[:, :1], Init(np.float32(-1e9)), x),
-          case("Cast", x, to=onnx.TensorProto.INT64), case("Cast", i64(7), to=onnx.TensorProto.FLOAT),
+          case("Cast", x, to=onnx.TensorProto.INT64),
+          case("Cast", i64(7), to=onnx.TensorProto.FLOAT),
           case("Cast", x, to=onnx.TensorProto.BOOL), case("Cast", cond, to=onnx.TensorProto.FLOAT),
           case("Cast", i64(4).astype(np.int32), to=onnx.TensorProto.INT64),
           case("IsNaN", special), case("IsInf", special),
@@ -246,6 +247,10 @@ def test_conv():
           case("Conv", f32(1, 3, 10, 10), Init(f32(5, 3, 4, 4)), auto_pad="SAME_LOWER"),
           case("Conv", f32(1, 3, 8, 8), f32(2, 3, 3, 3)),  # weights as a run-time input
           case("Conv", f32(1, 20, 19, 21), Init(f32(17, 20, 3, 3)), pads=[1, 1, 1, 1]),
+          case("Conv", f32(1, 3, 12, 12), Init(f32(3, 1, 9, 9)), group=3, pads=[4, 4, 4, 4]),
+          case("Conv", f32(2, 4, 9, 11), f32(4, 1, 3, 3), group=4, dilations=[2, 1],
+               strides=[1, 2], pads=[2, 1, 0, 1]),
+          case("Conv", f32(1, 6, 17), Init(f32(6, 1, 5)), group=6, pads=[2, 2]),
           rtol=1e-5)
 
 
@@ -271,7 +276,8 @@ def test_max_pool():
           case("MaxPool", x, kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
           case("MaxPool", x, kernel_shape=[2, 2], dilations=[2, 2]),
           case("MaxPool", f32(1, 4, 15), kernel_shape=[4], strides=[3], pads=[1, 2]),
-          case("MaxPool", x, kernel_shape=[3, 2], auto_pad="SAME_UPPER", strides=[2, 2]))
+          case("MaxPool", x, kernel_shape=[3, 2], auto_pad="SAME_UPPER", strides=[2, 2]),
+          case("MaxPool", x, kernel_shape=[9, 8], pads=[1, 0, 2, 1]))  # > 64 taps: the C helper
 
 
 def test_average_pool():
@@ -332,6 +338,8 @@ def test_reductions():
     cases += [case(op, i, ax(1)) for op in ("ReduceSum", "ReduceMax", "ReduceMin")]
     cases += [case("ReduceSum", x, Init(np.zeros(0, np.int64)), noop_with_empty_axes=1),
               case("ReduceMean", f32(4, 1000), ax(1))]
+    for op in ("ReduceMean", "ReduceSum", "ReduceProd", "ReduceL2", "ReduceMax"):
+        cases += [case(op, f32(1), keepdims=0), case(op, f32(1, 1), ax(1))]  # one element
     check(*cases, rtol=2e-5)
 
 
@@ -345,7 +353,10 @@ def test_views_and_copies():
           case("Flatten", x), case("Flatten", x, axis=0), case("Flatten", x, axis=2),
           case("Squeeze", f32(1, 3, 1, 2), const_i64(0, 2)), case("Squeeze", f32(1, 3, 1)),
           case("Unsqueeze", x, const_i64(0, 3)), case("Unsqueeze", i64(4), const_i64(-1)),
-          case("Identity", x), case("Dropout", x), case("Dropout", x, outputs=2),
+          case("Unsqueeze", Init(np.array(2.5, np.float32)), const_i64(0)),
+          case("Identity", x), case("Identity", i64(3)), case("Identity", RNG.random(4) < 0.5),
+          case("Dropout", x), case("Dropout", x, outputs=2),
+          case("Dropout", f32(5), Init(np.float32(0.3)), outputs=2),
           case("Squeeze", f32(3, 1), const_i64(-1)))
 
 

@@ -1,7 +1,8 @@
 """Conv and ConvTranspose over 1 or 2 spatial dims, on the C helpers of ``runtime_c``.
 
 Conv is a GEMM per image and group whose B operand is packed straight from the input (im2col
-without the buffer), a plain GEMM for 1x1 convs, and direct loops for depthwise convs.
+without the buffer), a plain GEMM for 1x1 convs, and direct loops for depthwise convs
+(``depthwise.py``).
 ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
 """
 
@@ -11,9 +12,8 @@ from byoc.ir import Call
 
 from .. import runtime_c
 from ..emitter import Emit, Tensor
+from .depthwise import MAX_TAPS, emit_depthwise
 from .window import Window, transpose_window, window
-
-DEPTHWISE_MAX_TAPS = 64  # as byoc_conv2d decides in C: one input channel a group, few taps
 
 
 def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[int]:
@@ -29,20 +29,24 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     x, w, out = ins[0], ins[1], outs[0]
     bias = ins[2] if len(ins) > 2 else None
     assert x is not None and w is not None
-    ctx.need("conv")
     kernel = tuple(w.shape[2:])
     win = window(call, x.shape[2:], kernel, out.shape[2:])
     dims = _dims(x, out, kernel, win)
     groups = int(call.attrs.get("group", 1))
     cg, mg = x.shape[1] // groups, out.shape[1] // groups
     taps = dims[7] * dims[8]
-    if cg == 1 and taps <= DEPTHWISE_MAX_TAPS:
-        ws = "(float *)ws"  # the direct loops need no scratch
-    else:
-        ws = ctx.scratch(4 * runtime_c.gemm_scratch(mg, dims[5] * dims[6], cg * taps))
+    if cg == 1 and taps <= MAX_TAPS:
+        emit_depthwise(ctx, x, w, bias, out, dims)
+        return
+    ctx.need("conv")
+    ws = ctx.scratch(4 * runtime_c.gemm_scratch(mg, dims[5] * dims[6], cg * taps))
+    packed = "0"
+    if w.value is not None:  # constant weights: packed once here, not on every call
+        packed = ctx.constant(runtime_c.pack_a(w.value.reshape(w.shape[0], -1), groups))
     args = ", ".join(str(d) for d in dims)
     b = bias.ptr if bias is not None else "0"
-    ctx.src.line(f"byoc_conv2d({x.ptr}, {w.ptr}, {b}, {out.ptr}, {args}, {groups}, {ws});")
+    ctx.src.line(f"byoc_conv2d({x.ptr}, {w.ptr}, {packed}, {b}, {out.ptr}, {args}, {groups}, "
+                 f"{ws});")
 
 
 def emit_conv_transpose(ctx: Emit, call: Call, ins: list[Tensor | None],

@@ -194,11 +194,9 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
 
 def _expression(call: Call, ins: list[Tensor | None], out: Tensor) -> Callable[[list[str]], str]:
     op = call.op
-    dtype = ins[0].dtype if ins and ins[0] is not None else out.dtype
-    if op == "Where":
-        dtype = out.dtype
-    if op == "Cast":
-        dtype = out.dtype
+    # The dtype an expression computes in: its first operand's, but the output's for Where
+    # (whose first operand is the bool condition) and Cast (which converts to it).
+    dtype = out.dtype if op in ("Where", "Cast") or ins[0] is None else ins[0].dtype
     if op not in EXPRESSIONS:
         raise Unsupported(f"no elementwise expression for {op}")
     if op == "Pow" and ins[1] is not None and ins[1].scalar() is not None:
@@ -214,9 +212,8 @@ def emit_copy_like(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[T
     """A view op: a copy unless its output shares the input's buffer; a Dropout mask is ones."""
     src, out = ins[0], outs[0]
     assert src is not None
-    if out.nbytes:
-        ctx.src.line(f"if ((const void *){out.ptr} != (const void *){src.ptr}) "
-                     f"memcpy({out.ptr}, {src.ptr}, {out.nbytes});")
+    if out.nbytes and out.ptr != src.ptr:
+        ctx.src.line(f"memcpy({out.ptr}, {src.ptr}, {out.nbytes});")
     for mask in outs[1:]:
         ctx.src.line(f"memset({mask.ptr}, 1, {mask.nbytes});")
 

@@ -62,7 +62,9 @@ def emit_gemm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
         assert c is not None
         scale = "" if beta == 1.0 else f"{float_literal(beta)} * "
         literal = c.scalar()
-        views = [(0, out.strides)] + ([] if literal else [(0, broadcast_strides(c.shape, out.shape))])
+        views = [(0, out.strides)]
+        if not literal:
+            views.append((0, broadcast_strides(c.shape, out.shape)))
         with loop_nest(src, out.shape, views) as index:
             value = literal if literal else f"{c.ptr}[{index[1]}]"
             src.line(f"{out.ptr}[{index[0]}] = {scale}{value};")

@@ -1,10 +1,12 @@
-"""Pooling: MaxPool and AveragePool (1-D, 2-D) by C helpers; global pools as one loop nest."""
+"""Pooling: MaxPool as window loops over a padded plane (a C helper for huge windows),
+AveragePool by a C helper, global pools as one loop nest."""
 
 from __future__ import annotations
 
 from byoc.ir import Call
 
 from ..emitter import Emit, Tensor
+from .plane import MAX_TAPS, emit_plane, emit_window_rows
 from .window import window
 
 
@@ -22,10 +24,25 @@ def _pool_dims(call: Call, x: Tensor, out: Tensor) -> tuple[list[int], list[int]
 def emit_max_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
     x, out = ins[0], outs[0]
     assert x is not None
-    ctx.need("pool")
     dims, (_, _, dh, dw) = _pool_dims(call, x, out)
-    args = ", ".join(str(d) for d in [*dims, dh, dw])
-    ctx.src.line(f"byoc_maxpool2d({x.ptr}, {out.ptr}, {args});")
+    planes, h, w, oh, ow, kh, kw = dims[:7]
+    if kh * kw > MAX_TAPS:
+        ctx.need("pool")
+        args = ", ".join(str(d) for d in [*dims, dh, dw])
+        ctx.src.line(f"byoc_maxpool2d({x.ptr}, {out.ptr}, {args});")
+        return
+    geometry = [*dims[1:], dh, dw]
+    ctx.need("math")
+    with ctx.src.block(f"for (long nc = 0; nc < {planes}; nc++)"):
+        emit_plane(ctx, f"({x.ptr} + nc * {h * w})", geometry, "-INFINITY")
+        emit_window_rows(ctx, geometry, f"{out.ptr} + nc * {oh * ow} + oh * {ow}", _max)
+
+
+def _max(terms: list[str]) -> str:
+    out = terms[0]
+    for t in terms[1:]:
+        out = f"byoc_fmax({out}, {t})"
+    return out
 
 
 def emit_average_pool(ctx: Emit, call: Call, ins: list[Tensor | None],

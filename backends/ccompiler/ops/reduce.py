@@ -60,6 +60,8 @@ def emit_reduce(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
     out_strides_kept = list(Tensor("", tuple(kept), x.dtype).strides)
     out_strides = [0 if k in axes else out_strides_kept.pop(0) for k in range(x.rank)]
     dims, (x_st, o_st) = coalesce(x.shape, [x.strides, out_strides])
+    if not dims:  # every dim is 1: one element, folded in like any other
+        dims, x_st, o_st = [1], [0], [0]
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     step, combine = _STEP[call.op]
     init = _identity(call.op, x.dtype)

@@ -1,0 +1,53 @@
+"""Constant folding: calls of a region that read only constants are computed once, on the host.
+
+    %0 = ConstantOfShape(meta[Constant][0], value=[0.02])     ->   (a Constant holding it)
+    %1 = Conv(%x, %0)                                              %1 = Conv(%x, meta[...])
+
+Models carry weights built by ops (ConstantOfShape fills, shape arithmetic on constants); without
+folding, the generated code would rebuild them on every run. A folded value becomes a constant
+passed to the C by pointer, like any weight. Values over ``LIMIT_BYTES`` stay computed (a large
+Expand of a constant is cheaper to redo than to keep).
+"""
+
+from __future__ import annotations
+
+from byoc.analysis import value_name
+from byoc.ir import (Call, Constant, Expr, Function, IRModule, TensorType, Tuple, TupleGetItem,
+                     children, post_order, rewrite)
+from byoc.runtime import Executable
+
+LIMIT_BYTES = 1 << 28
+
+
+def fold_constants(func: Function) -> Function:
+    """``func`` with its constant-only calls replaced by their values (``func`` if none)."""
+    order = post_order(func.body)
+    constant = {id(e) for e in order if isinstance(e, Constant)}
+    for e in order:
+        if isinstance(e, Call) and isinstance(e.op, str) and children(e) and \
+                all(id(a) in constant for a in children(e)):
+            constant.add(id(e))
+        elif isinstance(e, TupleGetItem) and id(e.tuple_value) in constant:
+            constant.add(id(e))
+    wanted = _frontier(func, order, constant)
+    if not wanted:
+        return func
+    names = [f"v{k}" for k in range(len(wanted))]
+    probe = Function((), Tuple(tuple(wanted)), {"output_names": names})
+    values = Executable(IRModule({"main": probe})).run_function(probe, [])
+    folded = {id(e): Constant(v, value_name(e)) for e, v in zip(wanted, values)
+              if getattr(v, "nbytes", LIMIT_BYTES + 1) <= LIMIT_BYTES}
+    (body,), _ = rewrite([func.body], lambda old, new: folded.get(id(old), new))
+    return Function(func.params, body, func.attrs)
+
+
+def _frontier(func: Function, order: list[Expr], constant: set[int]) -> list[Expr]:
+    """Constant values that something non-constant reads, or that the region returns."""
+    body = func.body
+    results = {id(f) for f in (body.fields if isinstance(body, Tuple) else (body,))}
+    read = set()
+    for e in order:
+        if id(e) not in constant:
+            read.update(id(a) for a in children(e))
+    return [e for e in order if id(e) in constant and not isinstance(e, Constant)
+            and (id(e) in read or id(e) in results) and isinstance(e.type, TensorType)]

@@ -1,0 +1,37 @@
+"""The ``native`` backend: ccompiler plus operator fusion and a static memory plan.
+
+    mod = byoc.partition(byoc.load_onnx("model.onnx"), backends=["native"])
+    byoc.build(mod).run(inputs)
+
+Each region is folded (constants, BatchNormalization into conv weights), split by FuseOps
+(``byoc.passes.fuse_ops``) into kernels (``kernels``: one loop per elementwise chain, Conv /
+MatMul / Gemm with their epilogue), and written as C (``codegen``) whose intermediate buffers
+sit in one workspace laid out by ``byoc.runtime.memory_plan``. It takes what ccompiler takes
+(same support rules and reasons) and declines the rest to the host or the next backend.
+"""
+
+from __future__ import annotations
+
+from byoc.backend import Backend, fewer_than, register_backend
+from byoc.backends.ccompiler.support import supports as _ccompiler_supports
+from byoc.ir import Call
+
+from .codegen import generate
+from .runtime import NativeRegion, compile_region
+
+NAME = "native"
+
+
+def supports(call: Call) -> bool | str:
+    """True if native takes ``call``, else why not (ccompiler's rules)."""
+    verdict = _ccompiler_supports(call)
+    return True if verdict is True else "native: " + verdict.removeprefix("ccompiler: ")
+
+
+def register() -> Backend:
+    """Register the backend (``byoc.get_backend("native")`` calls this on first use)."""
+    return register_backend(NAME, supports=supports, compile=compile_region,
+                            reject_region=fewer_than(1))
+
+
+__all__ = ["NAME", "NativeRegion", "compile_region", "generate", "register", "supports"]

@@ -1,0 +1,94 @@
+"""From FuseOps groups to kernels: what one C function of a native region computes.
+
+A kernel is one of:
+
+- ``ewise``: a chain of elementwise/broadcast ops, one loop over the root's shape, values in
+  registers (no intermediate buffer)::
+
+      %a = Mul(%x, 2.0); %b = Add(%a, %y); %c = Relu(%b)    ->   c[i] = relu(x[i] * 2 + y[j])
+
+- ``epilogue``: a Conv, MatMul or Gemm (ccompiler's GEMM) writing straight into the group's
+  output, then its elementwise epilogue (bias, Relu, Clip, HardSwish, a residual Add) applied
+  in the same kernel over that buffer;
+- ``op``: a single op, by ccompiler's emitter (a group neither shape fits is split into these).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from byoc.backends.ccompiler.ops import EMITTERS
+from byoc.backends.ccompiler.ops.elementwise import EXPRESSIONS
+from byoc.backends.ccompiler.shapes import Key, key_of, n_outputs
+from byoc.ir import Call, Expr, TensorType
+from byoc.passes.fuse_ops import Group
+
+EPILOGUE_MASTERS = frozenset({"Conv", "MatMul", "Gemm"})
+
+
+@dataclass(eq=False)
+class Kernel:
+    kind: str  # ewise, epilogue, op
+    nodes: list[Call]  # topological order; for epilogue, the master first
+    outputs: list[Key]  # values read outside the kernel, the root first
+    inputs: list[Expr]  # values from outside the kernel, each once (constants included)
+
+
+def _is_ewise(call: Call) -> bool:
+    return isinstance(call.op, str) and call.op in EXPRESSIONS and n_outputs(call) == 1
+
+
+def split_groups(groups: list[Group], types: dict[Key, TensorType], read_outside: set[Key]
+                 ) -> list[Kernel]:
+    """Kernels for ``groups`` (topological order kept); ``read_outside``: values read by later
+    ops of other groups or returned."""
+    kernels = []
+    for g in groups:
+        kind = _kind(g, types, read_outside)
+        if kind is None:
+            kernels.extend(_kernel("op", [n], read_outside) for n in g.nodes)
+        elif kind == "epilogue":
+            rest = [n for n in g.nodes if n is not g.master]
+            kernels.append(_kernel(kind, [g.master, *rest], read_outside, root=g.root))
+        else:
+            kernels.append(_kernel(kind, g.nodes, read_outside, root=g.root))
+    return kernels
+
+
+def _kind(g: Group, types: dict[Key, TensorType], read_outside: set[Key]) -> str | None:
+    if len(g.nodes) == 1:
+        return None
+    root_shape = types[key_of(g.root)].shape
+    # values leaving the group are written in the root's loop: they need the root's shape
+    for n in g.nodes:
+        if n is not g.root and key_of(n) in read_outside and types[key_of(n)].shape != root_shape:
+            return None
+    rest = [n for n in g.nodes if n is not g.master]
+    if all(_is_ewise(n) for n in g.nodes):
+        return "ewise"
+    if g.master.op in EPILOGUE_MASTERS and g.master.op in EMITTERS and all(map(_is_ewise, rest)) \
+            and types[key_of(g.master)].shape == root_shape and key_of(g.master) not in read_outside \
+            and types[key_of(g.master)].dtype == types[key_of(g.root)].dtype == "float32":
+        return "epilogue"
+    return None
+
+
+def _kernel(kind: str, nodes: list[Call], read_outside: set[Key], root: Call | None = None
+            ) -> Kernel:
+    inside = {id(n) for n in nodes}
+    outs = [(id(n), k) for n in nodes for k in range(n_outputs(n))
+            if (id(n), k) in read_outside or kind == "op"]
+    if root is not None:
+        outs.sort(key=lambda k: k != key_of(root))
+    inputs: list[Expr] = []
+    seen: set[Key] = set()
+    for n in nodes:
+        for a in n.args:
+            if a is None:
+                continue
+            producer = a.tuple_value if hasattr(a, "tuple_value") else a
+            if id(producer) in inside or key_of(a) in seen:
+                continue
+            seen.add(key_of(a))
+            inputs.append(a)
+    return Kernel(kind, nodes, outs, inputs)
