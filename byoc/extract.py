@@ -1,12 +1,18 @@
 """Reproduce a backend bug in seconds: one region, with its real inputs, as an ONNX test case.
 
     extract(model, "ccompiler", region=3, out_dir="case")   # case/model.onnx, test_data_set_0/
+    extract(model, "ccompiler", region=5, out_dir="case", iteration=2)  # a region in a body
     repro("case", "ccompiler")                              # run it on the backend, compare
     bisect(model, "ccompiler")                              # first bad region, then first bad node
 
 A case directory is in ONNX's own test-case layout (``model.onnx`` plus
 ``test_data_set_0/input_N.pb`` and ``output_N.pb``), so onnxruntime or any ONNX tool replays it
 without byoc. The tensors are the real boundary tensors of a reference run of the whole model.
+
+Regions are numbered as ``byoc partition`` lists them: main's first, then those of each If,
+Loop and Scan body. A region inside a body gets the tensors of one run of that body: the first
+by default, the K-th (from 0) with ``iteration=K``; for an If branch, its K-th run is the K-th
+time the branch was taken.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .analysis import unique, value_name
+from .analysis import Scope, unique, value_name, walk_functions
 from .backend import get_backend
 from .compare import OutputComparison, compare_output
 from .errors import ByocError, InputError
@@ -41,23 +47,30 @@ class Region:
     call: Call
     input_names: list[str]
     output_names: list[str]
+    scope: Scope = ()  # the path of the body it lives in (analysis.bodies), () for main
 
     @property
     def nodes(self) -> list[str]:
         return [e.span.name for e in post_order(self.func.body) if isinstance(e, Call) and e.span]
 
 
-def regions(part: IRModule) -> list[Region]:
-    """The regions of a partitioned module, in the order main runs them."""
+def regions(part: IRModule, bodies: bool = True) -> list[Region]:
+    """The regions of a partitioned module, in the order main runs them, then (with
+    ``bodies``) those of each If, Loop and Scan body, as ``byoc partition`` lists them."""
     out = []
-    for e in post_order(part.main.body):
-        if isinstance(e, Call) and isinstance(e.op, GlobalVar) and part[e.op.name].attrs.get("Compiler"):
-            func = part[e.op.name]
-            taken: set[str] = set()
-            ins = [unique(value_name(a) or p.name, taken) for a, p in zip(e.args, func.params)]
-            fields = func.body.fields if isinstance(func.body, Tuple) else (func.body,)
-            outs = [unique(value_name(f) or f"output_{k}", taken) for k, f in enumerate(fields)]
-            out.append(Region(e.op.name, func, e, ins, outs))
+    for scope, f in walk_functions(part.main):
+        if scope and not bodies:
+            break
+        for e in post_order(f.body):
+            if isinstance(e, Call) and isinstance(e.op, GlobalVar) \
+                    and part[e.op.name].attrs.get("Compiler"):
+                func = part[e.op.name]
+                taken: set[str] = set()
+                ins = [unique(value_name(a) or p.name, taken) for a, p in zip(e.args, func.params)]
+                fields = func.body.fields if isinstance(func.body, Tuple) else (func.body,)
+                outs = [unique(value_name(v) or f"output_{k}", taken)
+                        for k, v in enumerate(fields)]
+                out.append(Region(e.op.name, func, e, ins, outs, scope))
     return out
 
 
@@ -87,11 +100,25 @@ def select(mod: IRModule, backend: str, *, region: int | None = None,
     return found[0]
 
 
-def reference_values(mod: IRModule, inputs: Mapping[str, np.ndarray],
-                     names: list[str]) -> dict[str, np.ndarray]:
-    """The named tensors of a host run of the whole model (the reference)."""
+def reference_values(mod: IRModule, inputs: Mapping[str, np.ndarray], names: list[str],
+                     iteration: int = 0, scope: Scope = ()) -> dict[str, np.ndarray]:
+    """The named tensors of a host run of the whole model (the reference); for ``scope`` (a
+    body's path), those of that body's ``iteration``-th run."""
+    if scope:
+        # The record of one run of the body, read from that run alone: the name of a captured
+        # value is also its outer name, recorded by another run of an outer body.
+        body = dict(walk_functions(mod.main)).get(scope)
+        if body is None:
+            raise InputError(f"no body at {'/'.join(scope)} in the model")
+        run = build(mod).run(inputs, capture=names, iteration=iteration)
+        record = run.bodies.get(body, {})
+        missing = [n for n in names if n not in record]
+        if missing:
+            raise InputError(f"capture: no value named {missing[0]!r} in run {iteration} of "
+                             f"body {'/'.join(scope)}")
+        return {n: record[n] for n in names}
     wanted = [n for n in names if n not in inputs]
-    run = build(mod).run(inputs, capture=wanted)
+    run = build(mod).run(inputs, capture=wanted, iteration=iteration)
     return {**{n: np.asarray(inputs[n]) for n in names if n in inputs}, **run.tensors}
 
 
@@ -114,11 +141,24 @@ class Case:
 
 def extract(mod: IRModule, backend: str, out_dir: str, inputs: Mapping[str, np.ndarray], *,
             region: int | None = None, nodes: tuple[str, str] | None = None,
-            name_regex: str | None = None, opsets: Mapping[str, int] | None = None) -> Case:
-    """Write one region as a standalone ONNX test case with its real boundary tensors."""
+            name_regex: str | None = None, opsets: Mapping[str, int] | None = None,
+            iteration: int = 0) -> Case:
+    """Write one region as a standalone ONNX test case with its real boundary tensors (for a
+    region in a body, those of the body's ``iteration``-th run)."""
+    if iteration < 0:
+        raise InputError(f"--iteration {iteration}: iterations count from 0")
     chosen = select(mod, backend, region=region, nodes=nodes, name_regex=name_regex)
-    values = reference_values(mod, inputs, [n for a, n in zip(chosen.call.args, chosen.input_names)
-                                            if not isinstance(a, Constant)] + chosen.output_names)
+    names = [n for a, n in zip(chosen.call.args, chosen.input_names)
+             if not isinstance(a, Constant)] + chosen.output_names
+    try:
+        values = reference_values(mod, inputs, names, iteration, chosen.scope)
+    except InputError:
+        if not chosen.scope:
+            raise
+        path = "/".join(chosen.scope)
+        raise InputError(f"region {chosen.name} lives in body {path}, which does not run "
+                         f"{iteration + 1} time(s) on these inputs (an If branch not taken, or "
+                         "fewer iterations): try other inputs or a smaller --iteration") from None
     return write_case(chosen, backend, out_dir, _region_inputs(chosen, values),
                       [values[n] for n in chosen.output_names],
                       opsets or mod.attrs.get("opset_imports"))
@@ -273,7 +313,8 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
     annotate_range: a prefix of a topological order is always convex) finds the first node
     whose output is off, and a repro case of that node alone is extracted to ``out_dir``.
     """
-    found = regions(partition(mod, backends=[backend]))
+    # main's regions only: the node search below annotates ranges of main.
+    found = regions(partition(mod, backends=[backend]), bodies=False)
     values = build(mod).run(inputs, capture="all").tensors
     values.update({k: np.asarray(v) for k, v in inputs.items()})
     for k, region in enumerate(found):

@@ -15,30 +15,34 @@ import re
 from collections.abc import Iterable
 from contextlib import contextmanager
 
-from .analysis import (HOST_REASONS, annotate, find_regions, host_calls, is_annotation, node_key,
-                       recorded)
+from .analysis import (HOST_REASONS, Scope, annotate, completed, find_regions, host_calls,
+                       is_annotation, is_control_flow, map_bodies, node_key, recorded,
+                       walk_functions)
 from .backend import Backend, resolve
 from .errors import ByocError, ModelError
-from .ir import IRModule, post_order
+from .ir import Expr, Function, IRModule, post_order
 from .passes.annotate import target_regions
 from .passes.annotate_range import range_regions
 from .passes.infer_types import infer_function
 from .passes.merge import merge_regions
 from .passes.merge_composite import composite_function
-from .passes.partition_graph import lift_regions
+from .passes.partition_graph import bind_policy, lift_function
 from .passes.reject import reject_regions
 
 
 def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] = (), *,
               annotated: bool | None = None, merge: bool = True,
               no_fallback: bool = False) -> IRModule:
-    """Partition main for ``backends`` (names or Backend objects, in priority order).
+    """Partition main and every body in it for ``backends`` (names or Backend objects, in
+    priority order).
 
-    Runs infer_types, merge_composite, annotate_target, merge_compiler_regions (unless
+    Each function (main, each If branch, Loop and Scan body, nested to any depth) runs
+    infer_types, merge_composite, annotate_target, merge_compiler_regions (unless
     ``merge=False``), partition_graph and reject_regions. A module already annotated (by hand or
     by annotate_range; ``annotated=None`` looks) keeps its regions as marked: only
     partition_graph and reject_regions run. ``no_fallback=True`` makes any node left on the host
-    an error. Why each node stayed on the host is kept for ``byoc.explain``.
+    an error (control-flow nodes aside: they always stay, and their bodies are checked). Why
+    each node stayed on the host is kept for ``byoc.explain``.
     """
     with _collector_paused():
         return _partition(mod, resolve(backends), annotated, merge, no_fallback)
@@ -60,29 +64,71 @@ def _collector_paused():
 
 def _partition(mod: IRModule, chosen: list[Backend], annotated: bool | None, merge: bool,
                no_fallback: bool) -> IRModule:
-    func = mod.main
-    func, order = infer_function(func, post_order(func.body))
     if annotated is None:
-        annotated = any(is_annotation(e) for e in order)
-    if annotated:
-        regions = find_regions(func)
-        reasons = dict(mod.attrs.get(HOST_REASONS, {}))
-    else:
-        if not chosen:
-            raise ByocError("partition needs at least one backend (backends=[...])")
-        func, order = composite_function(func, order, chosen)
-        regions, reasons = target_regions(func, order, chosen)
-        if merge:
-            regions = merge_regions(regions, [b.name for b in chosen])
-    staged = IRModule({**mod.functions, "main": func}, {**mod.attrs, HOST_REASONS: reasons})
-    out = reject_regions(lift_regions(staged, regions))
+        annotated = any(is_annotation(e) for _, f in walk_functions(mod.main)
+                        for e in post_order(f.body))
+    if not annotated and not chosen:
+        raise ByocError("partition needs at least one backend (backends=[...])")
+    reasons = dict(mod.attrs.get(HOST_REASONS, {})) if annotated else {}
+    lifting = _Lifting(chosen, annotated, merge, set(mod.functions), reasons)
+    main = lifting.function(mod.main, ())
+    staged = IRModule({**mod.functions, "main": main, **lifting.funcs},
+                      {**mod.attrs, HOST_REASONS: completed(lifting.host, reasons)})
+    out = reject_regions(staged)
     if no_fallback:
         _refuse_host_nodes(out)
     return out
 
 
+class _Lifting:
+    """One partition of a module: every function (main, then each body) through the same
+    passes, sharing the region names taken, the lifted functions and the host reasons.
+
+    Bodies go first, deepest first: a control-flow call is then rebuilt once with its final
+    bodies, and the function holding it is annotated, merged and lifted around it (it stays on
+    the host, so no region ever crosses a body's boundary). Each function is swept a constant
+    number of times, so the whole partition is linear in the nodes of all functions.
+
+        def @main(%c, %x) {                        def @main(%c, %x) {
+          If(%c, %x) {                               If(%c, %x) {
+            then_branch=fn(%x) {(Relu(%x),)},  ->      then_branch=fn(%x) {
+            else_branch=...}                              (@reference_if_then_relu_<hash>(%x),)},
+        }                                              else_branch=...}
+                                                   }
+                                                   def @reference_if_then_relu_<hash>(%x)
+                                                     attrs={Compiler="reference", ...} { Relu(%x) }
+    """
+
+    def __init__(self, chosen: list[Backend], annotated: bool, merge: bool, taken: set[str],
+                 reasons: dict[str, str]):
+        self.chosen, self.annotated, self.merge = chosen, annotated, merge
+        self.taken = taken
+        self.reasons = reasons
+        self.funcs: dict[str, Function] = {}
+        self.host: list[Expr] = []  # every node left on the host, in every function
+        self.binds = bind_policy(None)
+
+    def function(self, func: Function, scope: Scope) -> Function:
+        func = map_bodies(func, self.function, scope)
+        func, order = infer_function(func, post_order(func.body))
+        if self.annotated:
+            # A body nobody annotated has no markers: it is all host, as marked.
+            regions = find_regions(func)
+        else:
+            func, order = composite_function(func, order, self.chosen)
+            regions, reasons = target_regions(func, order, self.chosen)
+            self.reasons.update(reasons)
+            if self.merge:
+                regions = merge_regions(regions, [b.name for b in self.chosen])
+        lifted, host = lift_function(regions, self.taken, self.funcs, self.binds, scope)
+        self.host.extend(host)
+        return lifted
+
+
 def _refuse_host_nodes(mod: IRModule) -> None:
-    host = host_calls(post_order(mod.main.body))
+    # A control-flow call is only a container here: the nodes of its bodies are checked instead.
+    host = [c for _, f in walk_functions(mod.main) for c in host_calls(post_order(f.body))
+            if not is_control_flow(c)]
     if host:
         first = host[0]
         why = mod.attrs[HOST_REASONS].get(node_key(first), "")
@@ -92,7 +138,8 @@ def _refuse_host_nodes(mod: IRModule) -> None:
 
 
 def explain(mod: IRModule) -> dict[str, str]:
-    """Why each node of a partitioned module's main stayed on the host: {node name: reason}."""
+    """Why each node of a partitioned module stayed on the host: {node name: reason}, for the
+    nodes of main and of every If, Loop and Scan body in it."""
     return recorded(mod)
 
 

@@ -1,8 +1,16 @@
 """What runs where in a partitioned module: the data of ``byoc partition``, as a dict and a table.
 
-    {"regions": [{"name", "backend", "nodes": [ONNX node names], "inputs": [ONNX value names],
-                  "outputs": [...], "op_types": {op: count}, "bytes_in", "bytes_out"}],
-     "host_nodes": [ONNX node names], "reasons": {host node: why it stayed on the host}}
+    {"regions": [{"name", "backend", "scope": [span, attr, ...], "nodes": [ONNX node names],
+                  "inputs": [ONNX value names], "outputs": [...], "op_types": {op: count},
+                  "bytes_in", "bytes_out"}],
+     "host_nodes": [ONNX node names], "reasons": {host node: why it stayed on the host},
+     "offload": {"main": {"nodes", "offloaded"}, "bodies": {"nodes", "offloaded"}}}
+
+Regions and host nodes come from main and from every If, Loop and Scan body in it, main's
+first, then each body's in the order its parent runs (parents before children). A region's
+``scope`` is the chain of node spans and attribute names leading to its body, ``[]`` in main:
+``["if", "then_branch"]``, ``["loop", "body", "loop_if", "else_branch"]``. ``offload`` counts
+nodes (an If, Loop or Scan counts as one host node of its parent) in main and in all bodies.
 
 Bytes are what crosses a region's boundary per run (its arguments and results), from the types,
 a symbolic dim (batch) counted as 1; None where a dim is unknown. Bound constants do not cross,
@@ -15,31 +23,41 @@ from collections import Counter
 
 import numpy as np
 
-from .analysis import host_calls, node_key, recorded
+from .analysis import host_calls, node_key, recorded, walk_functions
 from .ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType, post_order
 
 
 def partition_report(mod: IRModule) -> dict:
     """The regions, host nodes and host reasons of a partitioned module (JSON-ready)."""
-    order = post_order(mod.main.body)
     regions = []
-    for e in order:
-        if isinstance(e, Call) and isinstance(e.op, GlobalVar):
-            func = mod[e.op.name]
-            calls = _calls(func)
-            regions.append({
-                "name": e.op.name, "backend": func.attrs.get("Compiler"),
-                "nodes": [node_key(c) for c in calls],
-                "inputs": [p.name for p in func.params],
-                "outputs": list(func.attrs.get("output_names", [])),
-                "op_types": dict(Counter(c.op_name for c in calls)),
-                "bytes_in": _total(p.type for p in func.params),
-                "bytes_out": _total([func.ret_type]),
-            })
-    host = [node_key(c) for c in host_calls(order)]
+    host: list[str] = []
+    counts = {"main": {"nodes": 0, "offloaded": 0}, "bodies": {"nodes": 0, "offloaded": 0}}
+    for scope, f in walk_functions(mod.main):
+        order = post_order(f.body)
+        count = counts["bodies" if scope else "main"]
+        for e in order:
+            if isinstance(e, Call) and isinstance(e.op, GlobalVar):
+                func = mod[e.op.name]
+                calls = _calls(func)
+                count["offloaded"] += len(calls)
+                regions.append({
+                    "name": e.op.name, "backend": func.attrs.get("Compiler"),
+                    "scope": list(scope),
+                    "nodes": [node_key(c) for c in calls],
+                    "inputs": [p.name for p in func.params],
+                    "outputs": list(func.attrs.get("output_names", [])),
+                    "op_types": dict(Counter(c.op_name for c in calls)),
+                    "bytes_in": _total(p.type for p in func.params),
+                    "bytes_out": _total([func.ret_type]),
+                })
+        found = [node_key(c) for c in host_calls(order)]
+        host.extend(found)
+        count["nodes"] += len(found)
+    for count in counts.values():
+        count["nodes"] += count["offloaded"]
     reasons = recorded(mod)
     return {"regions": regions, "host_nodes": host,
-            "reasons": {k: reasons[k] for k in host if k in reasons}}
+            "reasons": {k: reasons[k] for k in host if k in reasons}, "offload": counts}
 
 
 def _calls(func: Function) -> list[Call]:
@@ -83,10 +101,20 @@ def format_table(report: dict, explain: bool = False) -> str:
     total = offloaded + len(report["host_nodes"])
     lines.append(f"{len(report['regions'])} region(s); {offloaded} of {total} nodes offloaded, "
                  f"{len(report['host_nodes'])} on the host")
+    bodies = report.get("offload", {}).get("bodies", {})
+    if bodies.get("nodes"):
+        lines.append(f"inside If/Loop/Scan bodies: {bodies['offloaded']} of {bodies['nodes']} "
+                     f"nodes offloaded ({offload_share(report):.0%})")
     if explain and report["host_nodes"]:
         lines.append("host nodes:")
         lines.extend(f"  {n}: {report['reasons'].get(n, '?')}" for n in report["host_nodes"])
     return "\n".join(lines)
+
+
+def offload_share(report: dict, where: str = "bodies") -> float:
+    """The share of the nodes of ``where`` ("main" or "bodies") that run in regions."""
+    count = report["offload"][where]
+    return count["offloaded"] / count["nodes"] if count["nodes"] else 0.0
 
 
 def _names(names: list[str]) -> str:

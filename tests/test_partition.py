@@ -13,7 +13,7 @@ import byoc
 from byoc import op
 from byoc.analysis import find_regions
 from byoc.errors import ByocError, ModelError
-from byoc.ir import IRModule, TupleGetItem, assert_structural_equal
+from byoc.ir import Call, IRModule, TupleGetItem, assert_structural_equal, post_order
 from byoc.passes import (annotate_target, compiler_begin as cb, compiler_end as ce, infer_types,
                          merge_composite, merge_compiler_regions, partition_graph, reject_regions)
 from byoc.report import format_table, partition_report
@@ -212,8 +212,8 @@ def test_the_report_lists_regions_host_nodes_and_reasons(backends):
     assert table.endswith("host nodes:\n  exp: ta: op Exp is not supported")
 
 
-def test_a_control_flow_op_is_claimed_whole():
-    """If runs on the reference backend as one op, its branches inside it."""
+def test_a_control_flow_op_stays_on_the_host_and_its_branches_are_partitioned():
+    """If stays on the host (issue 8); each branch calls a region of its own."""
     then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then",
                                [], [helper.make_tensor_value_info("t", FLOAT, [3])])
     else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else",
@@ -226,6 +226,11 @@ def test_a_control_flow_op_is_claimed_whole():
                        [helper.make_tensor("zero", FLOAT, [], [0.0])])
     mod = byoc.load_onnx(model)
     part = byoc.partition(mod, backends=["reference"])
-    assert_fully_offloaded(part, "reference")
+    assert [e.op_name for e in post_order(part.main.body) if isinstance(e, Call)] == [
+        "@" + n for n in part.functions if n.startswith("reference_sum")] + ["If"]
+    (if_call,) = [e for e in post_order(part.main.body) if isinstance(e, Call) and e.op == "If"]
+    for branch in ("then_branch", "else_branch"):
+        assert_fully_offloaded(IRModule({**part.functions, "main": if_call.attrs[branch]}),
+                               "reference")
     for x in ([1.0, -2.0, 3.0], [-1.0, -2.0, 0.5]):
         assert_same_run(mod, part, {"x": np.array(x, np.float32)})

@@ -17,17 +17,23 @@ Rules:
 3. A call no backend takes stays on the host, and each backend's reason is recorded for
    ``byoc.explain``. So does a call with no inputs (nothing to mark it by), and a call of an
    external function.
+4. A control-flow call (If, Loop, Scan: a call with a body) stays on the host whatever the
+   backends say: ``byoc.partition`` partitions its bodies instead, and the host calls their
+   regions with the tensors of the branch or iteration it runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..analysis import HOST_REASONS, IndexGraph, Regions, annotate, node_key
+from ..analysis import HOST_REASONS, IndexGraph, Regions, annotate, is_control_flow, node_key
 from ..analysis.annotation import MARKERS
 from ..backend import Backend
 from ..errors import ModelError
 from ..ir import Call, Expr, Function, GlobalVar, IRModule, TupleGetItem, post_order
+
+
+CONTROL_FLOW = "control flow stays on the host; the regions of its bodies are offloaded"
 
 
 def annotate_target(mod: IRModule, backends: Sequence[Backend]) -> IRModule:
@@ -65,6 +71,8 @@ def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str]
     op = call.op
     if isinstance(op, GlobalVar):
         return None, f"calls the external function @{op.name}"
+    if is_control_flow(call):
+        return None, CONTROL_FLOW
     if isinstance(op, Function):
         name = op.attrs.get("Composite")
         if name in owner:

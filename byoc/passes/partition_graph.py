@@ -16,7 +16,9 @@ Rules:
    by main), each once, producers first. Several come back as a Tuple that main unpacks with
    TupleGetItem; ``output_names`` lists their ONNX names.
 3. A region is named ``<backend>_<its first node's span in [A-Za-z0-9_]>_<8 hex digits of a hash
-   of its nodes>``: stable, blind to the rest of the graph, and made unique in the module.
+   of its nodes>``: stable, blind to the rest of the graph, and made unique in the module. A
+   region inside an If, Loop or Scan body has the body's path after the backend
+   (``<backend>_<If span>_then_<first node>_<hash>``).
 4. main calls each region after every value it reads; every host call of main gets a reason
    for ``byoc.explain`` (the one recorded, else "not in any annotated region").
 """
@@ -27,8 +29,8 @@ import hashlib
 import re
 from collections.abc import Callable
 
-from ..analysis import (HOST_REASONS, Regions, Units, completed, contract, find_regions,
-                        node_key, unique, unit_order, value_name)
+from ..analysis import (HOST_REASONS, Regions, Scope, Units, completed, contract, find_regions,
+                        node_key, scope_label, unique, unit_order, value_name)
 from ..backend import find_backend
 from ..ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem,
                   Var, with_children)
@@ -43,24 +45,37 @@ def partition_graph(mod: IRModule, bind_constants: bool | None = None) -> IRModu
 
 def lift_regions(mod: IRModule, regions: Regions, bind_constants: bool | None = None) -> IRModule:
     """The module with ``regions`` of main lifted (see the module docstring)."""
+    taken = set(mod.functions)
+    funcs: dict[str, Function] = {}
+    main, host = lift_function(regions, taken, funcs, bind_policy(bind_constants))
+    reasons = completed(host, mod.attrs.get(HOST_REASONS, {}))
+    return IRModule({**mod.functions, "main": main, **funcs}, {**mod.attrs, HOST_REASONS: reasons})
+
+
+def lift_function(regions: Regions, taken: set[str], funcs: dict[str, Function],
+                  binds: Callable[[str], bool], scope: Scope = ()) -> tuple[Function, list[Expr]]:
+    """``regions.func`` calling its regions, each lifted into ``funcs`` under a name not in
+    ``taken`` (both updated), and the nodes left on the host. ``scope`` is the path of the body
+    the function is (``()`` for main); region names carry it. Works the same for main and for
+    any If, Loop or Scan body, so ``byoc.partition`` lifts every body with one shared ``taken``.
+
+        fn(%x) {(Relu(%x),)}   ->   fn(%x) {(@reference_if_then_relu_1a2b3c4d(%x),)}
+    """
     units = contract(regions)
     schedule = unit_order(units, regions)
     order, kids = regions.order, regions.index_graph().kids
     assert order[-1] is regions.func.body, "Regions.order must end with the body"
     members = regions.members()
     inputs, outputs = _boundary(regions, units, members)
-    binds = _bind_policy(bind_constants)
-    taken = set(mod.functions)
-    funcs: dict[str, Function] = {}
     calls: list[tuple[Function, list[int], list[int]]] = []
     for r, target in enumerate(regions.targets):
-        name = unique(region_name(target, [order[i] for i in members[r]]), taken)
+        name = unique(region_name(target, [order[i] for i in members[r]], scope), taken)
         bind = binds(target)
         params_of = [i for i in inputs[r] if not (bind and isinstance(order[i], Constant))]
         func = funcs[name] = _function(name, target, order, kids, members[r], params_of,
                                        outputs[r])
         calls.append((func, params_of, outputs[r]))
-    new = list(order)  # each node's replacement in main; leaves stay themselves
+    new = list(order)  # each node's replacement in the function; leaves stay themselves
     n_regions, host = units.n_regions, units.host
     for u in schedule:
         if u >= n_regions:
@@ -77,22 +92,25 @@ def lift_regions(mod: IRModule, regions: Regions, bind_constants: bool | None = 
             for k, i in enumerate(outs):
                 new[i] = TupleGetItem(call, k)
     func = regions.func
-    main = Function(func.params, new[-1], func.attrs)
-    reasons = completed([order[i] for i in host], mod.attrs.get(HOST_REASONS, {}))
-    return IRModule({**mod.functions, "main": main, **funcs}, {**mod.attrs, HOST_REASONS: reasons})
+    return Function(func.params, new[-1], func.attrs), [order[i] for i in host]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
-def region_name(target: str, nodes: list[Expr]) -> str:
-    """``<backend>_<first node>_<hash of the nodes>``: the same for the same region anywhere."""
+def region_name(target: str, nodes: list[Expr], scope: Scope = ()) -> str:
+    """``<backend>_<first node>_<hash of the nodes>``: the same for the same region anywhere.
+
+    In a body, the body's path comes after the backend: ``reference_if_then_relu_1a2b3c4d``
+    for a region of the then branch of If ``if`` (``analysis.scope_label``)."""
     calls = [n for n in nodes if isinstance(n, Call)]
     keys = [node_key(c) for c in calls]
     parts = [target, *(f"{c.op_name}\0{k}" for c, k in zip(calls, keys)),
              *(f"[{n.index}]" for n in nodes if isinstance(n, TupleGetItem))]
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
-    return f"{target}_{_UNSAFE.sub('_', keys[0] if keys else 'region')[:48]}_{digest}"
+    first = _UNSAFE.sub("_", keys[0] if keys else "region")[:48]
+    where = _UNSAFE.sub("_", scope_label(scope)) + "_" if scope else ""
+    return f"{target}_{where}{first}_{digest}"
 
 
 def _boundary(regions: Regions, units: Units, members: list[list[int]]
@@ -116,7 +134,8 @@ def _boundary(regions: Regions, units: Units, members: list[list[int]]
     return entering, [[i for i in nodes if leaves[i]] for nodes in members]
 
 
-def _bind_policy(override: bool | None) -> Callable[[str], bool]:
+def bind_policy(override: bool | None) -> Callable[[str], bool]:
+    """Whether each backend wants constants bound into its regions (asked once per name)."""
     cache: dict[str, bool] = {}
 
     def binds(target: str) -> bool:

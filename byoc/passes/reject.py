@@ -6,13 +6,14 @@
 Rules (TVM's post-partition pruning, as a hook):
 1. Each external function is offered to its backend's ``reject_region(function)``; True or a
    reason string rejects it.
-2. A rejected region is inlined back into main (its composites too, as the ops they were made
-   of) and its function removed; every node of it gets the reason for ``byoc.explain``.
+2. A rejected region is inlined back where it was called, main or an If, Loop or Scan body at
+   any depth (its composites too, as the ops they were made of), and its function removed;
+   every node of it gets the reason for ``byoc.explain``.
 """
 
 from __future__ import annotations
 
-from ..analysis import HOST_REASONS, node_key
+from ..analysis import HOST_REASONS, Scope, map_bodies, node_key
 from ..backend import get_backend
 from ..ir import (Call, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, children,
                   post_order, rewrite, with_children)
@@ -41,10 +42,14 @@ def reject_regions(mod: IRModule) -> IRModule:
             return e.tuple_value.fields[e.index]
         return e
 
-    main = mod.main
-    (body,), _ = rewrite([main.body], inline)
+    def host_function(func: Function, scope: Scope = ()) -> Function:
+        """``func`` with its bodies done first (deepest first), then its own rejected calls."""
+        func = map_bodies(func, host_function, scope)
+        (body,), _ = rewrite([func.body], inline)
+        return func if body is func.body else Function(func.params, body, func.attrs)
+
     functions = {n: f for n, f in mod.functions.items() if n not in rejected}
-    functions["main"] = Function(main.params, body, main.attrs)
+    functions["main"] = host_function(mod.main)
     return IRModule(functions, {**mod.attrs, HOST_REASONS: reasons})
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem,
                   Var, post_order, with_children)
-from ..analysis import value_name
+from ..analysis import map_bodies, value_name
 from .devices import HOST
 
 
@@ -30,8 +30,15 @@ def _device_of_call(call: Call, mod: IRModule) -> str:
 
 
 def plan_devices(mod: IRModule) -> IRModule:
-    """A module whose main copies tensors between devices explicitly."""
-    main = mod.main
+    """A module whose main, and every If, Loop and Scan body in it, copies tensors between
+    devices explicitly. A body runs on the host: its parameters arrive there and its results
+    go back there, so each body is planned on its own like main."""
+    return mod.with_function("main", _plan_function(mod.main, mod))
+
+
+def _plan_function(main: Function, mod: IRModule, scope: tuple = ()) -> Function:
+    # Bodies first: regions inside them (issue 8) return tensors on their backends' devices.
+    main = map_bodies(main, lambda body, inner: _plan_function(body, mod, inner), scope)
     body = main.body
     is_tuple = isinstance(body, Tuple) and len(main.attrs.get("output_names", ())) == len(body.fields)
     outputs = list(body.fields) if is_tuple else [body]
@@ -73,4 +80,4 @@ def plan_devices(mod: IRModule) -> IRModule:
             device[id(rebuilt)] = HOST
     outs = [on(new[id(o)], HOST) for o in outputs]
     new_body = Tuple(tuple(outs)) if is_tuple else outs[0]
-    return mod.with_function("main", Function(main.params, new_body, main.attrs))
+    return Function(main.params, new_body, main.attrs)

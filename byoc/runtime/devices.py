@@ -64,7 +64,8 @@ def copy_kernel(src: str, dst: str, stats: CopyStats | None) -> Callable[[Any], 
 
     def copy(value):
         host = value if src == HOST else source.to_host(value)
-        out = host if dst == HOST else target.to_device(np.ascontiguousarray(host))
+        # order="C", not ascontiguousarray: that one makes a 0-d tensor 1-d.
+        out = host if dst == HOST else target.to_device(np.asarray(host, order="C"))
         if stats is not None:
             stats.add(src, dst, int(np.asarray(host).nbytes) if src != HOST or dst != HOST else 0)
         return (out,)

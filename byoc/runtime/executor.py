@@ -36,6 +36,7 @@ class Executable:
         self.external: dict[str, Callable] = dict(external or {})
         self._plans: dict[int, Plan] = {}
         self._pycode: dict[int, Callable | None] = {}
+        self._probe: Probe | None = None  # set only while run(..., capture=...) runs
         self.main_plan = self.plan(mod.main)
         self.output_names: list[str] = list(mod.main.attrs.get("output_names") or
                                             [f"output_{i}" for i in range(len(self.main_plan.output_slots))])
@@ -53,9 +54,9 @@ class Executable:
             if op.name in self.external:
                 return _as_tuple_fn(self.external[op.name])
             func = self.mod[op.name]
-            return lambda *args, f=func: tuple(self.run_function(f, list(args)))
-        if isinstance(op, Function):
-            return lambda *args, f=op: tuple(self.run_function(f, list(args)))
+            return lambda *args, f=func: tuple(self._execute(self.plan(f), list(args)))
+        if isinstance(op, Function):  # a composite: one node to a probe, as before
+            return lambda *args, f=op: tuple(self._execute(self.plan(f), list(args)))
         entry = registry.lookup(op)
         span = call.span.name if call.span else None
         if entry is None:
@@ -68,8 +69,23 @@ class Executable:
 
     # -- running ----------------------------------------------------------------------------
     def run_function(self, func: Function, args: list) -> list:
-        """Run any function of the module (a body, a composite) on positional arrays."""
-        return self._execute(self.plan(func), args)
+        """Run any function of the module (a body, a composite) on positional arrays.
+
+        During ``run(..., capture=...)`` the If, Loop and Scan kernels' body runs (they call
+        this) feed the probe too, each body's runs counted (see ``Probe.enter``)."""
+        if self._probe is None:
+            return self._execute(self.plan(func), args)
+        probe = self._probe
+        outer = probe.enter(func)
+        # Captured parameters carry outer values under their outer names: the outer scope
+        # recorded those, maybe from another run; only the body's own record gets them.
+        n_formal = len(func.params) - int(func.attrs.get("captures", 0))
+        try:
+            for k, (p, a) in enumerate(zip(func.params, args)):
+                probe.keep(p.name, a, flat=k < n_formal)
+            return self._execute(self.plan(func), args, probe)
+        finally:
+            probe.recording, probe.current = outer
 
     def _execute(self, plan: Plan, args: list, probe: Probe | None = None) -> list:
         slots: list[Any] = [None] * plan.n_slots
@@ -154,25 +170,36 @@ class Executable:
         raise KernelError(f"{type(exc).__name__}: {_first_line(exc)}",
                           call.span.name if call.span else None, call.op_name) from exc
 
-    def run(self, inputs: Mapping[str, Any], capture: str | Iterable[str] | None = None):
+    def run(self, inputs: Mapping[str, Any], capture: str | Iterable[str] | None = None, *,
+            iteration: int = 0):
         """Run main on ``inputs`` (by ONNX input name); outputs by ONNX output name.
 
         With ``capture="all"`` (or a list of ONNX value names) it returns a ``DebugRun``: the
         outputs, a copy of every (or each named) tensor main computed, by its ONNX value name,
-        and the time each node or region took, by span.
+        and the time each node or region took, by span. Tensors of If, Loop and Scan bodies
+        are captured from one run of each body: its ``iteration``-th (from 0; an If branch
+        counts the times it was taken), parameters included; times add up over all runs.
         """
         args = check_inputs(self.mod.main, inputs)
         if capture is None:
             return dict(zip(self.output_names, self._execute(self.main_plan, args)))
         wanted = None if capture == "all" else set([capture] if isinstance(capture, str) else capture)
-        probe = Probe(wanted)
+        probe = Probe(wanted, iteration)
         for p, a in zip(self.mod.main.params, args):
             probe.keep(p.name, a)
-        outs = self._execute(self.main_plan, args, probe)
-        if wanted is not None and wanted - probe.tensors.keys():
-            missing = sorted(wanted - probe.tensors.keys())
-            raise InputError(f"capture: no value named {missing[0]!r} is computed in main")
-        return DebugRun(dict(zip(self.output_names, outs)), probe.tensors, probe.times, probe.events)
+        self._probe = probe
+        try:
+            outs = self._execute(self.main_plan, args, probe)
+        finally:
+            self._probe = None
+        # A captured outer constant is a value only inside its body: its record has it.
+        missing = [] if wanted is None else sorted(
+            wanted - probe.tensors.keys() - set().union(*probe.bodies.values()))
+        if missing:
+            raise InputError(f"capture: no value named {missing[0]!r} is computed in main, or "
+                             f"in run {iteration} of a body on these inputs")
+        return DebugRun(dict(zip(self.output_names, outs)), probe.tensors, probe.times,
+                        probe.events, probe.bodies)
 
 
 class Probe:
@@ -182,15 +209,39 @@ class Probe:
     overwrites can change what was captured.
     """
 
-    def __init__(self, wanted: set[str] | None):
+    def __init__(self, wanted: set[str] | None, iteration: int = 0):
         self.wanted = wanted
+        self.iteration = iteration
+        self.runs: dict[int, int] = {}  # id(body) -> how many times it started
+        self.recording = True  # False inside a body run other than the chosen one
+        self.bodies: dict[Function, dict[str, np.ndarray]] = {}  # each body's chosen run
+        self.current: dict[str, np.ndarray] | None = None  # the record of the running body
         self.tensors: dict[str, np.ndarray] = {}
         self.times: dict[str, float] = {}
         self.events: list[tuple[str, str, float, float]] = []  # (span, op, start, seconds)
 
-    def keep(self, name: str, value: Any) -> None:
+    def enter(self, body: Function) -> tuple[bool, dict[str, np.ndarray] | None]:
+        """A run of ``body`` starts: count it, record its tensors only if it is the chosen
+        run of this body (whichever run of an outer body holds it), and return the recording
+        state to restore when it ends."""
+        k = self.runs.get(id(body), 0)
+        self.runs[id(body)] = k + 1
+        outer = self.recording, self.current
+        self.recording = k == self.iteration
+        self.current = self.bodies.setdefault(body, {}) if self.recording else None
+        return outer
+
+    def keep(self, name: str, value: Any, flat: bool = True) -> None:
+        """Copy ``value`` into the record of the body running (if it is the chosen run) and,
+        unless ``flat`` is False, into the flat ``tensors``."""
+        if not self.recording:
+            return
         if name and (self.wanted is None or name in self.wanted) and isinstance(value, np.ndarray):
-            self.tensors[name] = np.array(value, copy=True)
+            copy = np.array(value, copy=True)
+            if flat:
+                self.tensors[name] = copy
+            if self.current is not None:
+                self.current[name] = copy
 
     def record(self, call: Call, value: Any, started: float, seconds: float) -> None:
         span = call.span
@@ -213,6 +264,9 @@ class DebugRun:
     tensors: dict[str, np.ndarray]
     times: dict[str, float]
     events: list[tuple[str, str, float, float]] = field(default_factory=list)
+    # Per If/Loop/Scan body function: the tensors of its chosen run (``iteration``), its
+    # parameters included, by ONNX name (a body may read an outer value under the same name).
+    bodies: dict[Function, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 def _as_tuple_fn(fn: Callable) -> Callable:
@@ -247,10 +301,14 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
             continue
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
+        if not value.dtype.isnative:  # big-endian data: C and onnxruntime read native bytes
+            value = value.astype(value.dtype.newbyteorder("="))
         if isinstance(t, TensorType):
             if t.dtype is not None and value.dtype.name != t.dtype and not (
                     t.dtype == "object" and value.dtype.kind in "OUS"):
                 raise InputError(f"input {p.name!r} must be {t.dtype}, got {value.dtype.name}")
+            if t.dtype == "object" and value.dtype.kind in "US":  # strings as ONNX holds them
+                value = value.astype(object)
             if t.shape is not None:
                 if value.ndim != len(t.shape):
                     raise InputError(f"input {p.name!r} must have rank {len(t.shape)} "

@@ -113,8 +113,9 @@ def _node(call: Call, value_name: dict[int, str], names: _Names,
         c = int(f.attrs.get("captures", 0))
         cap = {id(p): n for p, n in zip(f.params[len(f.params) - c:], ins[len(ins) - c:])}
         n_out = len(f.body.fields) if isinstance(f.body, Tuple) else 1
+        # Regions inside bodies (issue 8) are module functions too: their calls export alike.
         return function_to_graph(f, "body", names=sub_names, captured=cap,
-                                 output_names=[None] * n_out)
+                                 output_names=[None] * n_out, functions=functions)
 
     node = onnx_bridge.node_proto(call, ins[:len(ins) - n_caps], outs,
                                   name=call.span.name if call.span else "", graph=graph)

@@ -326,6 +326,12 @@ class Importer:
             if vi.name in init_names and top:
                 continue  # old-style models list initializers as inputs: they are constants
             var = Var(vi.name, self.type_of(vi.name))
+            t = var.type
+            sized = isinstance(t, TensorType) and t.is_static and t.dtype not in (None, "object")
+            if top and sized:
+                why = limits.too_big(t.shape, np.dtype(t.dtype).itemsize)  # type: ignore[arg-type]
+                if why:  # no run could be given it, and made-up inputs must not try
+                    raise ModelError(f"graph input {vi.name!r}: its {why}")
             params.append(var)
             scope.values[vi.name] = var
         for t in graph.initializer:
