@@ -38,6 +38,31 @@ def external(location: str) -> onnx.ModelProto:
     return model([helper.make_node("Add", ["x", "w"], ["y"], name="add_w")], inits=[w])
 
 
+def sparse(dims: list[int], index: int) -> onnx.ModelProto:
+    values = numpy_helper.from_array(np.array([1.0], np.float32), "sv")
+    indices = numpy_helper.from_array(np.array([index], np.int64), "si")
+    m = model([helper.make_node("Add", ["x", "sv"], ["y"], name="add_sparse")],
+              outputs=(("y", F, None),))
+    m.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, dims))
+    return m
+
+
+def recursive_function() -> onnx.ModelProto:
+    opsets = [helper.make_opsetid("", 28), helper.make_opsetid("local", 1)]
+    rec = helper.make_function("local", "Rec", ["a"], ["b"],
+                               [helper.make_node("Rec", ["a"], ["b"], domain="local")], opsets)
+    m = model([helper.make_node("Rec", ["x"], ["y"], name="recurse", domain="local")],
+              extra=[opsets[1]])
+    m.functions.append(rec)
+    return m
+
+
+def not_utf8() -> bytes:
+    """A node name whose bytes are not UTF-8 (protobuf keeps them; Python sees bytes)."""
+    good = model([helper.make_node("Relu", ["x"], ["y"], name="NODENAME")]).SerializeToString()
+    return good.replace(b"NODENAME", b"\xff\xfe\x80\xc0\xafABC")  # as long: lengths hold
+
+
 def corpus() -> dict[str, bytes]:
     good = model([helper.make_node("Relu", ["x"], ["y"], name="relu")]).SerializeToString()
     wrong_attr = helper.make_node("Flatten", ["x"], ["y"], name="flatten_bad_axis")
@@ -65,6 +90,20 @@ def corpus() -> dict[str, bytes]:
             inputs=(), inits=[huge("shape")], outputs=(("y", F, None),)),
         "huge_reshape.onnx": model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_huge")],
                                    inits=[huge("shape")], outputs=(("y", F, None),)),
+        "huge_input.onnx": model([helper.make_node("ReduceSum", ["x"], ["y"], name="sum",
+                                                   keepdims=0)],
+                                 inputs=(("x", F, [10**5, 10**5, 100]),), outputs=(("y", F, []),)),
+        "sparse_huge.onnx": sparse([10**6, 10**6], 0),
+        "sparse_out_of_range.onnx": sparse([2], 99),
+        "negative_dim.onnx": model([helper.make_node("Add", ["x", "w"], ["y"], name="add_w")],
+                                   inits=[TensorProto(name="w", data_type=F, dims=[-1, 2])],
+                                   outputs=(("y", F, None),)),
+        "zero_group_conv.onnx": model(
+            [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_group_0", group=0)],
+            inputs=(("x", F, [1, 2, 4, 4]),), outputs=(("y", F, None),),
+            inits=[numpy_helper.from_array(np.ones((2, 2, 3, 3), np.float32), "w")]),
+        "recursive_function.onnx": recursive_function(),
+        "not_utf8.onnx": not_utf8(),
         "external_dotdot.onnx": external("../secret.bin"),
         "external_absolute.onnx": external("/etc/passwd"),
     }

@@ -26,6 +26,13 @@ EXPECTED = {
     "huge_initializer.onnx": "initializer 'big' (shape [1000000, 1000000])",
     "huge_constant_of_shape.onnx": "node 'fill_huge' (ConstantOfShape): its output shape [1000000, 1000000]",
     "huge_reshape.onnx": "node 'reshape_huge' (Reshape): its output shape [1000000, 1000000]",
+    "huge_input.onnx": "graph input 'x': its shape [100000, 100000, 100] would take",
+    "sparse_huge.onnx": "sparse tensor 'sv': its dense shape [1000000, 1000000] would take",
+    "sparse_out_of_range.onnx": "sparse tensor 'sv': an index is outside its shape [2]",
+    "negative_dim.onnx": "initializer 'w' has a negative dim: [-1, 2]",
+    "zero_group_conv.onnx": "node 'conv_group_0' (Conv): ",
+    "recursive_function.onnx": "Model-local functions must not be recursive",
+    "not_utf8.onnx": "a node name is not valid UTF-8: b'\\xff\\xfe",
     "external_dotdot.onnx": "tensor 'w': external data location '../secret.bin' points outside",
     "external_absolute.onnx": "tensor 'w': external data location '/etc/passwd' is absolute",
 }

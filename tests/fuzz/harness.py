@@ -1,0 +1,159 @@
+"""The fuzzing harness: the backends to partition for, the partial test backends, known bugs,
+and the check that a graph computes what onnxruntime does every way it can be partitioned.
+
+Shared by ``test_fuzz_graphs.py`` (random graphs) and ``test_fuzz_regressions.py`` (the shrunk
+failures, as explicit models).
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import onnx
+import onnxruntime
+from hypothesis import HealthCheck
+from hypothesis import strategies as st
+
+import byoc
+from byoc.backend import Backend, find_backend, get_backend, register_backend, unregister_backend
+from byoc.compare import compare_outputs, run_onnxruntime
+from byoc.errors import ByocError
+from tests.fuzz.strategies import FuzzGraph
+
+onnxruntime.set_default_logger_severity(3)  # unused initializers and the like are expected
+
+
+def _ccompiler() -> Backend | None:
+    """The ccompiler backend, if it is there and a C compiler answers."""
+    try:
+        backend = find_backend("ccompiler")
+        from byoc.codegen import build_cache
+
+        build_cache.toolchain()
+        return backend
+    except ByocError:  # no C compiler on this machine: the fuzzing goes on without it
+        return None
+
+
+CCOMPILER = _ccompiler()
+ENGINES = ["reference", "onnxruntime"] + (["ccompiler"] if CCOMPILER else [])
+PARTIAL = ["fuzz_ref", "fuzz_ort"] + (["fuzz_c"] if CCOMPILER else [])
+COMMON = dict(deadline=None, database=None, derandomize=True, print_blob=False,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.filter_too_much])
+
+
+def _value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Every value's static shape, by ONNX's shape inference."""
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims)
+    return shapes
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Integer initializers and Constant nodes by name, flattened."""
+    tensors = list(model.graph.initializer)
+    tensors += [n.attribute[0].t for n in model.graph.node if n.op_type == "Constant"]
+    return {t.name: onnx.numpy_helper.to_array(t).reshape(-1).tolist() for t in tensors
+            if t.data_type == onnx.TensorProto.INT64}
+
+
+def slices_backwards_from_before_the_start(model: onnx.ModelProto) -> bool:
+    """A Slice with a negative step whose start is before the first element."""
+    shapes, consts = _value_shapes(model), _constants(model)
+    for n in model.graph.node:
+        if n.op_type != "Slice" or len(n.input) < 5:
+            continue
+        rank = len(shapes.get(n.input[0], ()))
+        starts, axes, steps = (consts.get(n.input[k], []) for k in (1, 3, 4))
+        for start, axis, step in zip(starts, axes, steps):
+            dim = shapes[n.input[0]][axis % rank] if rank else 0
+            if step < 0 and (start + dim if start < 0 else start) < 0:
+                return True
+    return False
+
+
+# Bugs the fuzzing found that are not fixed yet: the backend, a test of the model, the
+# regression test that shows it. A graph that hits one does not run on that backend (alone, in
+# mixes, or borrowed by a partial backend), so the fuzzing goes on finding new ones.
+KNOWN_BUGS: list[tuple[str, Callable[[onnx.ModelProto], bool], str]] = [
+    ("ccompiler", slices_backwards_from_before_the_start,
+     "test_ccompiler_slice_backwards_from_before_the_start"),
+]
+BORROWS = {"fuzz_ref": "reference", "fuzz_ort": "onnxruntime", "fuzz_c": "ccompiler"}
+
+
+def avoided(case: FuzzGraph) -> set[str]:
+    """The backends (and partial backends) this case must not run on, for known bugs."""
+    engines = {engine for engine, hits, _ in KNOWN_BUGS if hits(case.model)}
+    return engines | {p for p, engine in BORROWS.items() if engine in engines}
+
+
+@contextmanager
+def partial_backends(subsets: dict[str, frozenset[str]]) -> Iterator[None]:
+    """Register the partial test backends, each taking only its subset of ops, for one example.
+
+    Each also asks the backend whose compile it borrows, so it never takes what that one
+    cannot run.
+    """
+    made = []
+    try:
+        for name, ops in subsets.items():
+            engine = get_backend(BORROWS[name])
+            drawn = lambda call, ops=ops: call.op in ops or "not drawn"  # noqa: E731
+            register_backend(name, supports=[drawn, engine.support], compile=engine.compile,
+                             device=engine.device, reject_region=engine.reject_region)
+            made.append(name)
+        yield
+    finally:
+        for name in made:
+            unregister_backend(name)
+
+
+@st.composite
+def plans(draw, case: FuzzGraph, with_ccompiler: bool) -> tuple[dict, list[list[str]]]:
+    """The op subsets of the partial backends, and the backend lists to partition for."""
+    ops = sorted(case.ops)
+    subsets = {name: frozenset(draw(st.lists(st.sampled_from(ops), unique=True)))
+               for name in PARTIAL if with_ccompiler or name != "fuzz_c"}
+    engines = [e for e in ENGINES if with_ccompiler or e != "ccompiler"]
+    pool = [*subsets, *engines]
+    mixes = draw(st.lists(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True),
+                          min_size=2, max_size=2))
+    return subsets, [[], *([e] for e in engines), *mixes]
+
+
+def check_case(case: FuzzGraph, subsets: dict[str, frozenset[str]],
+               backend_lists: list[list[str]], avoid_known: bool = True) -> None:
+    """Run the case every way; fail with every mismatch or crash, and the model.
+
+    ``avoid_known`` leaves out the backends a known bug would fail (the regression tests
+    turn it off: they are the bugs)."""
+    try:
+        want = run_onnxruntime(case.model, case.inputs)
+    except Exception as exc:  # noqa: BLE001 - the strategy must only draw what ORT runs
+        raise AssertionError(f"onnxruntime refused a drawn model: {exc}\n{case!r}") from None
+    if avoid_known:
+        skip = avoided(case)
+        backend_lists = [b for b in backend_lists if not skip.intersection(b)]
+    failures = []
+    with partial_backends(subsets):
+        for backends in backend_lists:
+            try:
+                mod = byoc.load_onnx(case.model)
+                part = byoc.partition(mod, backends=backends) if backends else mod
+                got = byoc.build(part).run(case.inputs)
+            except Exception:  # noqa: BLE001 - a crash is what the fuzzing looks for
+                failures.append(f"{backends or 'host'}: {traceback.format_exc(limit=-3)}")
+                continue
+            if list(got) != list(want):
+                failures.append(f"{backends or 'host'}: outputs {list(got)}, want {list(want)}")
+            failures += [f"{backends or 'host'}: {c}" for c in compare_outputs(got, want)
+                         if not c.ok]
+    assert not failures, "\n".join([*failures, f"subsets: {subsets}", repr(case)])

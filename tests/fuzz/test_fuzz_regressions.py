@@ -1,0 +1,88 @@
+"""Failures the fuzzing found, shrunk by hypothesis and written out as small explicit models.
+
+Each runs the way the fuzzing does (``harness.check_case``: host, every engine, and the mixes
+it failed in) against onnxruntime. A bug not fixed yet is ``xfail(strict=True)``: it names the
+file and function at fault, and the test turns red the day it is fixed, so the marker (and its
+entry in ``harness.KNOWN_BUGS``) is removed with the fix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+from tests.fuzz.harness import CCOMPILER, KNOWN_BUGS, check_case
+from tests.fuzz.strategies import FuzzGraph
+
+needs_c = pytest.mark.skipif(CCOMPILER is None, reason="needs the ccompiler backend and a C "
+                                                       "compiler")
+
+
+def case(text: str, **inputs: np.ndarray) -> FuzzGraph:
+    """A FuzzGraph from a model in ONNX's text form."""
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model, full_check=True)
+    ops = frozenset(n.op_type for n in model.graph.node)
+    return FuzzGraph(model, {k: np.asarray(v, np.float32) for k, v in inputs.items()}, ops)
+
+
+HEADER = '<ir_version: 10, opset_import: ["" : 21]>'
+
+
+@needs_c
+# Max and Min took another path and were right.
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceProd", "ReduceL2", "ReduceMax"])
+@pytest.mark.parametrize("shape", ["1", "1, 1"])
+def test_ccompiler_reduce_of_one_element(op: str, shape: str) -> None:
+    """Fixed (backends/ccompiler/ops/reduce.py emit_reduce): with every dim 1, coalesce() left
+    no loop and the output kept the reduction's identity (0, or 1 for Prod)."""
+    c = case(f"""{HEADER}
+        g (float[{shape}] x) => (float y) {{ y = {op} <keepdims: int = 0> (x) }}""",
+             x=np.full([int(d) for d in shape.split(",")], 0.8217))
+    check_case(c, {}, [["ccompiler"]], avoid_known=False)
+
+
+@needs_c
+def test_ccompiler_keeps_a_scalar_input_scalar() -> None:
+    """Fixed (backends/ccompiler/runtime.py CompiledRegion.__call__): np.ascontiguousarray
+    made a 0-d input 1-d, so the region was built for shape (1,) and returned (1,)."""
+    c = case(f"""{HEADER}
+        g (float[3] x) => (float y) {{
+            r = ReduceSum <keepdims: int = 0> (x)
+            y = Sigmoid (r)
+        }}""", x=[0.5, -1.0, 2.0])
+    # fuzz_ref takes the ReduceSum, ccompiler the Sigmoid: a 0-d tensor enters a C region.
+    check_case(c, {"fuzz_ref": frozenset({"ReduceSum"})}, [["fuzz_ref", "ccompiler"]],
+               avoid_known=False)
+
+
+def test_a_scalar_stays_scalar_through_an_onnxruntime_region() -> None:
+    """Fixed: byoc/runtime/devices.py copy_kernel made a 0-d tensor 1-d on its way to a device
+    (np.ascontiguousarray), so an onnxruntime region fed a scalar returned shape (1,)."""
+    c = case(f"""{HEADER}
+        g (float x) => (float y) {{ y = Abs (x) }}""", x=-2.0)
+    check_case(c, {"fuzz_ref": frozenset()}, [["onnxruntime"], ["fuzz_ref", "onnxruntime"]],
+               avoid_known=False)
+
+
+@needs_c
+@pytest.mark.xfail(strict=True, reason="BUG backends/ccompiler/ops/movement.py slice_plan: "
+                   "Python's slice.indices clamps a start before the first element to -1 for a "
+                   "negative step (an empty slice) where ONNX clamps it to 0; the C then copies "
+                   "from index -1, a read outside the input")
+@pytest.mark.parametrize("start", [-3, -5])
+def test_ccompiler_slice_backwards_from_before_the_start(start: int) -> None:
+    c = case(f"""{HEADER}
+        g (float[2, 2] x) => (float[1, 2] y) <int64[1] s = {{{start}}}, int64[1] e = {{-100}},
+                                             int64[1] a = {{0}}, int64[1] t = {{-1}}> {{
+            r = Slice (x, s, e, a, t)
+            y = Neg (r)
+        }}""", x=[[1, 2], [3, 4]])
+    check_case(c, {}, [["ccompiler"]], avoid_known=False)
+
+
+def test_every_known_bug_has_its_regression_test() -> None:
+    names = {name for name in globals() if name.startswith("test_")}
+    assert {test for _, _, test in KNOWN_BUGS} <= names
