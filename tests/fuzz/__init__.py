@@ -1,0 +1,1 @@
+"""Random ONNX graphs through every backend, compared with onnxruntime (see harness.py)."""

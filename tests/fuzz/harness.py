@@ -7,7 +7,6 @@ failures, as explicit models).
 
 from __future__ import annotations
 
-import math
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager

@@ -410,13 +410,26 @@ def _pool(op: str) -> Gen:
         attrs = _spatial_attrs(b, v, dilate=op == "MaxPool", pad_below_kernel=True)
         if attrs is None:
             return None
-        if "pads" in attrs and b.draw(st.integers(0, 3)) == 0:  # onnxruntime: not with auto_pad
-            attrs["ceil_mode"] = 1
+        if "pads" in attrs and _ceil_is_safe(v.shape[2:], attrs) and b.draw(st.integers(0, 3)) == 0:
+            attrs["ceil_mode"] = 1  # (onnxruntime: not with auto_pad)
         if op == "AveragePool" and b.draw(st.booleans()):
             attrs["count_include_pad"] = 1
         return b.node(op, [v], bound=v.bound, exact=op == "MaxPool" and v.exact, **attrs)
 
     return gen
+
+
+def _ceil_is_safe(spatial: tuple[int, ...], attrs: dict) -> bool:
+    """Whether ceil_mode=1 keeps no window that starts past the input and its leading pad.
+    Where it would, the spec (and byoc, and onnxruntime) drop that window but ONNX's shape
+    inference keeps it: see test_fuzz_regressions.py."""
+    n, pads = len(spatial), attrs["pads"]
+    for i, (d, k, s) in enumerate(zip(spatial, attrs["kernel_shape"], attrs["strides"])):
+        dl = attrs.get("dilations", [1] * n)[i]
+        span = d + pads[i] + pads[i + n] - ((k - 1) * dl + 1)
+        if (-(-span // s)) * s >= d + pads[i]:  # the last window's start under ceil
+            return False
+    return True
 
 
 def gen_concat(b: Builder) -> list[Value] | None:

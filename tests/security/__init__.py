@@ -1,0 +1,1 @@
+"""Untrusted strings and the build cache (see docs/robustness.md)."""
