@@ -88,6 +88,7 @@ CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 def _best(fn, repeat: int, clock) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(repeat):
+        result = None  # the previous run's result is freed now, not on the clock of the next
         gc.collect()
         start = clock()
         result = fn()

@@ -35,11 +35,9 @@ def _parse_dims(specs: list[str]) -> dict[str, int]:
 
 
 def _show(text: str) -> str:
-    """A model's string as the text output shows it: as it is if printable, else quoted with
-    escapes, so no name can break a line or send a terminal control sequence."""
-    from .ir.printer import quote
+    from .report import show  # imported when needed: `byoc --help` stays quick
 
-    return text if text.isprintable() else quote(text)
+    return show(text)
 
 
 def _one_line(text: str) -> str:
@@ -84,11 +82,51 @@ def _native(array):
 
 def _prepare(mod, backends: list[str], args):
     """The module to build: partitioned for the backends, or as imported (host only)."""
+    if getattr(args, "fallback", None) and getattr(args, "no_fallback", False):
+        from .errors import InputError
+
+        raise InputError("--fallback host and --no-fallback contradict each other")
     if not backends or backends == ["host"]:
         return mod
     from .partition import partition
 
     return partition(mod, backends=backends, **({"no_fallback": True} if getattr(args, "no_fallback", False) else {}))
+
+
+def _build(prepared, args):
+    """``byoc.build`` with ``--fallback``; each region sent to the host said on stderr."""
+    import byoc
+
+    exe = byoc.build(prepared, fallback=getattr(args, "fallback", None))
+    _warn(exe.fallbacks)
+    return exe
+
+
+def _warn(fallbacks: dict[str, str]) -> None:
+    for why in fallbacks.values():
+        print(_one_line(f"byoc: warning: {why}"), file=sys.stderr)
+
+
+def _late(exe) -> dict[str, str]:
+    """The fallbacks that happened at a call: their regions are still in ``exe.mod``."""
+    return {name: why for name, why in exe.fallbacks.items() if name in exe.mod.functions}
+
+
+def _settled(exe, prepared, args):
+    """After a first run: the regions whose per-shape build failed at their first call (they ran
+    on the host) inlined too, so the runs that follow, the placement and the profile count them
+    as host nodes. ``exe`` itself when none did."""
+    late = _late(exe)
+    if not late:
+        return exe
+    import byoc
+
+    from .runtime.fallback import inline_regions
+
+    _warn(late)
+    rebuilt = byoc.build(inline_regions(prepared, late), fallback=args.fallback)
+    rebuilt.fallbacks.update(exe.fallbacks)  # in place: its regions record into this dict
+    return rebuilt
 
 
 def cmd_info(args) -> int:
@@ -148,11 +186,14 @@ def cmd_run(args) -> int:
     from .placement import format_placement, placement
 
     prepared = _prepare(mod, backends, args)
-    exe = byoc.build(prepared)
+    exe = _build(prepared, args)
     start = time.perf_counter()
     outputs = exe.run(inputs)
     elapsed = time.perf_counter() - start
+    exe = _settled(exe, prepared, args)
     result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}
+    if exe.fallbacks:
+        result["fallbacks"] = exe.fallbacks
     if backends:  # where it ran, timed on a second run with per-node times
         result["placement"] = placement(exe.mod, exe.run(inputs, capture=[]).times)
     report = None
@@ -213,11 +254,13 @@ def cmd_bench(args) -> int:
     inputs = _inputs(args, mod)
     backends = _backends(args.backend)
     with _threads(args.threads):
-        exe = byoc.build(_prepare(mod, backends, args))
+        prepared = _prepare(mod, backends, args)
+        exe = _build(prepared, args)
         session = onnxruntime_session(path, threads=args.threads)
         for _ in range(args.warmup):
             exe.run(inputs)
             session.run(None, inputs)
+        exe = _settled(exe, prepared, args)  # timed: no region that failed to build in warmup
         ours, theirs = [], []
         for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
             t0 = time.perf_counter()
@@ -227,6 +270,7 @@ def cmd_bench(args) -> int:
             t2 = time.perf_counter()
             ours.append(t1 - t0)
             theirs.append(t2 - t1)
+    _warn(_late(exe))  # with --warmup 0, the timed runs met them
     result = {"model": path, "backends": backends or ["host"], "threads": args.threads,
               "repeat": args.repeat, "byoc_median_s": statistics.median(ours),
               "onnxruntime_median_s": statistics.median(theirs)}
@@ -324,8 +368,9 @@ def cmd_build(args) -> int:
     backends = _backends(args.backend)
     part = _prepare(mod, backends, args)
     start = time.perf_counter()
-    exe = byoc.build(part)
+    exe = _build(part, args)
     elapsed = time.perf_counter() - start
+    part = exe.mod  # without the regions --fallback host sent back
     regions = [n for n in part.functions if n != "main"]
     print(f"built {os.path.basename(path)} for {', '.join(backends) or 'host'} in {elapsed:.2f} s: "
           f"{len(regions)} region(s); C modules compiled {STATS.compiled}, from cache {STATS.cached}")
@@ -399,6 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("model", help="ONNX model")
 
+    def fallback_arg(p):
+        p.add_argument("--fallback", choices=["host"],
+                       help="run a region its backend cannot build (compile error, no compiler, "
+                            "cache not writable) on the host, with a warning line")
+
     def input_args(p):
         p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
         p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
@@ -418,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="onnxruntime")
     p.add_argument("--no-fallback", action="store_true",
                    help="fail if any node would run on the host")
+    fallback_arg(p)
     p.add_argument("--profile", action="store_true",
                    help="time per node and region, copies per boundary, hot spots")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (chrome://tracing)")
@@ -429,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     input_args(p)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=2)
+    fallback_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_bench)
 
@@ -446,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_arg(p, optional=True)
     p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
     p.add_argument("--emit-c", metavar="DIR", help="write each C region's source into DIR")
+    fallback_arg(p)
     p.set_defaults(fn=cmd_build)
 
     p = sub.add_parser("extract", help="one region as a standalone ONNX test case")

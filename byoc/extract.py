@@ -35,6 +35,7 @@ from .compare import OutputComparison, compare_output
 from .errors import ByocError, InputError
 from .ir import Call, Constant, Function, GlobalVar, IRModule, Tuple, post_order
 from .partition import annotate_range, partition
+from .report import show
 from .runtime import build
 
 
@@ -215,8 +216,11 @@ def _source(backend: str, func: Function) -> str | None:
 
 
 def _readme(region: Region, backend: str, inputs, outputs) -> str:
+    def cell(name: str) -> str:  # one line, printable, and no `|` ending a table cell
+        return show(name).replace("|", "\\|")
+
     def rows(names, arrays):
-        return "\n".join(f"| `{n}` | {tuple(np.shape(a))} | {np.asarray(a).dtype} |"
+        return "\n".join(f"| `{cell(n)}` | {tuple(np.shape(a))} | {np.asarray(a).dtype} |"
                          for n, a in zip(names, arrays))
 
     return f"""# A byoc repro case: region `{region.name}` on `{backend}`
@@ -230,7 +234,7 @@ comparison allows, for float32, a max absolute error of 1e-4 times the output's 
 magnitude (integers and bools must be equal). onnxruntime replays the same files:
 `model.onnx` with `test_data_set_0/input_*.pb`.
 
-ONNX nodes in the region: {", ".join(f"`{n}`" for n in region.nodes[:50])}{" ..." if len(region.nodes) > 50 else ""}
+ONNX nodes in the region: {", ".join(f"`{show(n)}`" for n in region.nodes[:50])}{" ..." if len(region.nodes) > 50 else ""}
 
 | input | shape | dtype |
 |---|---|---|

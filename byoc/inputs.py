@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import InputError
 from .ir import Function, TensorType
+from .runtime.limits import too_big
 
 
 def concrete_shape(name: str, t: TensorType, dims: Mapping[str, int], default: int = 1) -> tuple[int, ...]:
@@ -41,6 +42,12 @@ def random_inputs(func: Function, dims: Mapping[str, int] | None = None, seed: i
                              f"--input {p.name}=FILE.npy")
         shape = concrete_shape(p.name, t, dims)
         dtype = np.dtype(t.dtype)
+        # Checked before allocating (a --dim can ask for terabytes); made-up values pass
+        # through a float64 or int64 array, so that is the size that must fit.
+        why = too_big(shape, max(dtype.itemsize, 8))
+        if why:
+            raise InputError(f"input {p.name!r} cannot be made up: {why}; pass a smaller "
+                             f"--dim or the input itself with --input {p.name}=FILE.npy")
         if dtype.kind == "f":
             out[p.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":

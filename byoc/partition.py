@@ -10,17 +10,16 @@
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Iterable
-from contextlib import contextmanager
 
 from .analysis import (HOST_REASONS, Scope, annotate, completed, find_regions, host_calls,
                        is_annotation, is_control_flow, map_bodies, node_key, recorded,
-                       walk_functions)
+                       walk_orders)
 from .backend import Backend, resolve
 from .errors import ByocError, ModelError
 from .ir import Expr, Function, IRModule, post_order
+from .ir.collector import collector_paused
 from .passes.annotate import target_regions
 from .passes.annotate_range import range_regions
 from .passes.infer_types import infer_function
@@ -44,34 +43,23 @@ def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] =
     an error (control-flow nodes aside: they always stay, and their bodies are checked). Why
     each node stayed on the host is kept for ``byoc.explain``.
     """
-    with _collector_paused():
+    with collector_paused():
         return _partition(mod, resolve(backends), annotated, merge, no_fallback)
-
-
-@contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector: the passes build hundreds of thousands of small
-    acyclic IR nodes, and each collection would walk them all again (a third of the time at
-    100,000 nodes). Reference counting still frees everything as usual."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _partition(mod: IRModule, chosen: list[Backend], annotated: bool | None, merge: bool,
                no_fallback: bool) -> IRModule:
+    # main's nodes are walked once here and the walk shared by the passes below (it was walked
+    # four times, a fifth of the partition at 100,000 nodes).
+    order = post_order(mod.main.body)
     if annotated is None:
-        annotated = any(is_annotation(e) for _, f in walk_functions(mod.main)
-                        for e in post_order(f.body))
+        annotated = any(is_annotation(e) for _, _, f_order in walk_orders(mod.main, (), order)
+                        for e in f_order)
     if not annotated and not chosen:
         raise ByocError("partition needs at least one backend (backends=[...])")
     reasons = dict(mod.attrs.get(HOST_REASONS, {})) if annotated else {}
     lifting = _Lifting(chosen, annotated, merge, set(mod.functions), reasons)
-    main = lifting.function(mod.main, ())
+    main = lifting.function(mod.main, (), order)
     staged = IRModule({**mod.functions, "main": main, **lifting.funcs},
                       {**mod.attrs, HOST_REASONS: completed(lifting.host, reasons)})
     out = reject_regions(staged)
@@ -108,9 +96,15 @@ class _Lifting:
         self.host: list[Expr] = []  # every node left on the host, in every function
         self.binds = bind_policy(None)
 
-    def function(self, func: Function, scope: Scope) -> Function:
-        func = map_bodies(func, self.function, scope)
-        func, order = infer_function(func, post_order(func.body))
+    def function(self, func: Function, scope: Scope, order: list[Expr] | None = None
+                 ) -> Function:
+        """``func`` partitioned; ``order`` is its ``post_order`` if the caller has it."""
+        if order is None:
+            order = post_order(func.body)
+        mapped = map_bodies(func, self.function, scope, order)
+        if mapped is not func:
+            order = post_order(mapped.body)
+        func, order = infer_function(mapped, order)
         if self.annotated:
             # A body nobody annotated has no markers: it is all host, as marked.
             regions = find_regions(func)
@@ -127,7 +121,7 @@ class _Lifting:
 
 def _refuse_host_nodes(mod: IRModule) -> None:
     # A control-flow call is only a container here: the nodes of its bodies are checked instead.
-    host = [c for _, f in walk_functions(mod.main) for c in host_calls(post_order(f.body))
+    host = [c for _, _, order in walk_orders(mod.main) for c in host_calls(order)
             if not is_control_flow(c)]
     if host:
         first = host[0]

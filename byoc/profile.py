@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .ir import Call, GlobalVar, post_order
+from .report import show
 from .runtime import Executable
 
 
@@ -78,8 +79,9 @@ def format_profile(report: dict) -> str:
         lines.append(f"{where:<16}{row['nodes']:>7}{row['time_s'] * 1e3:>11.3f}{row['share']:>8.1%}")
     lines += ["", "hot spots", f"{'node':<40}{'op':<22}{'where':<14}{'ms':>10}{'share':>8}"]
     for n in report["hot_spots"]:
-        name = n["node"] if len(n["node"]) <= 38 else n["node"][:35] + "..."
-        op = n["op"] if len(n["op"]) <= 20 else n["op"][:17] + "..."
+        name, op = show(n["node"]), show(n["op"])
+        name = name if len(name) <= 38 else name[:35] + "..."
+        op = op if len(op) <= 20 else op[:17] + "..."
         lines.append(f"{name!s:<40}{op:<22}{n['where']:<14}{n['time_s'] * 1e3:>10.3f}{n['share']:>8.1%}")
     if report["copies"]:
         lines += ["", "copies per run"]

@@ -25,6 +25,14 @@ import numpy as np
 
 from .analysis import host_calls, node_key, recorded, walk_functions
 from .ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType, post_order
+from .ir.printer import quote
+
+
+def show(text: str) -> str:
+    """A model's string as every text output shows it (the CLI, this table, the profile,
+    extract's README): as it is if printable, else quoted with escapes, so no name can break a
+    line or send a terminal control sequence."""
+    return text if text.isprintable() else quote(text)
 
 
 def partition_report(mod: IRModule) -> dict:
@@ -107,7 +115,8 @@ def format_table(report: dict, explain: bool = False) -> str:
                      f"nodes offloaded ({offload_share(report):.0%})")
     if explain and report["host_nodes"]:
         lines.append("host nodes:")
-        lines.extend(f"  {n}: {report['reasons'].get(n, '?')}" for n in report["host_nodes"])
+        lines.extend(f"  {show(n)}: {show(report['reasons'].get(n, '?'))}"
+                     for n in report["host_nodes"])
     return "\n".join(lines)
 
 
@@ -121,7 +130,7 @@ def _names(names: list[str]) -> str:
     if not names:
         return "-"
     more = f" (+{len(names) - 1})" if len(names) > 1 else ""
-    return _clip(names[0], 24) + more
+    return _clip(show(names[0]), 24) + more
 
 
 def _clip(text: str, width: int) -> str:

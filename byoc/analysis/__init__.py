@@ -2,7 +2,7 @@
 
 from .annotation import BEGIN, END, compiler_begin, compiler_end, is_annotation
 from .bodies import (Scope, bodies, inner_scope, is_control_flow, map_bodies, scope_label,
-                     walk_functions)
+                     walk_functions, walk_orders)
 from .convexity import Units, contract, hull_gap, unit_order
 from .explain import HOST_REASONS, completed, host_calls, recorded
 from .names import describe, node_key, unique, value_name
@@ -13,5 +13,5 @@ __all__ = [
     "bodies", "compiler_begin", "compiler_end", "completed", "contract", "describe",
     "find_regions", "host_calls", "hull_gap", "inner_scope", "is_annotation", "is_control_flow",
     "map_bodies", "node_key", "numbered", "recorded", "scope_label", "unique", "unit_order",
-    "value_name", "walk_functions",
+    "value_name", "walk_functions", "walk_orders",
 ]

@@ -53,13 +53,22 @@ def scope_label(scope: Scope) -> str:
 def walk_functions(func: Function, scope: Scope = ()) -> Iterator[tuple[Scope, Function]]:
     """``func`` and every body nested in it, each with its scope, parents before children and
     in the order the parent's nodes run. A body shared by several calls is visited once."""
+    for scope, f, _ in walk_orders(func, scope):
+        yield scope, f
+
+
+def walk_orders(func: Function, scope: Scope = (), order: list[Expr] | None = None
+                ) -> Iterator[tuple[Scope, Function, list[Expr]]]:
+    """``walk_functions`` with each function's ``post_order`` (walked once anyway to find its
+    bodies; ``order`` is ``func``'s if the caller has it)."""
     seen: set[int] = set()
     stack: list[tuple[Scope, Function]] = [(scope, func)]
     while stack:
         scope, f = stack.pop()
-        yield scope, f
+        f_order = order if order is not None and f is func else post_order(f.body)
+        yield scope, f, f_order
         inner = []
-        for e in post_order(f.body):
+        for e in f_order:
             for attr, body in bodies(e):
                 if id(body) not in seen:
                     seen.add(id(body))
@@ -67,19 +76,21 @@ def walk_functions(func: Function, scope: Scope = ()) -> Iterator[tuple[Scope, F
         stack.extend(reversed(inner))
 
 
-def map_bodies(func: Function, fn: Callable[[Function, Scope], Function], scope: Scope = ()
-               ) -> Function:
+def map_bodies(func: Function, fn: Callable[[Function, Scope], Function], scope: Scope = (),
+               order: list[Expr] | None = None) -> Function:
     """``func`` with each body of its control-flow calls replaced by ``fn(body, its scope)``.
 
     Only ``func``'s own calls are visited; ``fn`` decides whether and when to go deeper (call
     map_bodies again on the body). The graph is rebuilt only where a body changed, and a body
-    several calls share is mapped once.
+    several calls share is mapped once. ``order`` is ``post_order(func.body)`` if the caller
+    has it already.
 
         If(%c, %x) {then_branch=fn(%x) {(Relu(%x),)}}
           ->  If(%c, %x) {then_branch=fn(%x) {(@reference_if_then_relu_1a2b3c4d(%x),)}}
     """
-    order = post_order(func.body)
-    if not any(is_control_flow(e) for e in order):
+    if order is None:
+        order = post_order(func.body)
+    if not any(is_control_flow(e) for e in order if isinstance(e, Call) and e.attrs):
         return func
     mapped: dict[int, Function] = {}
     new: dict[int, Expr] = {}

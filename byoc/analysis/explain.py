@@ -23,7 +23,7 @@ def host_calls(order: Iterable[Expr]) -> list[Call]:
 
 def completed(order: Iterable[Expr], reasons: Mapping[str, str]) -> dict[str, str]:
     """A reason for exactly the host calls in ``order``: the recorded one, or NOT_ANNOTATED."""
-    return {node_key(c): reasons.get(node_key(c), NOT_ANNOTATED) for c in host_calls(order)}
+    return {key: reasons.get(key, NOT_ANNOTATED) for key in map(node_key, host_calls(order))}
 
 
 def recorded(mod: IRModule) -> dict[str, str]:

@@ -11,12 +11,19 @@ temporary folder and its result is renamed into place, so a half-written module 
 and two processes building the same module at once both succeed. A failed compile leaves no
 module behind; its C file is kept under ``c/failed/`` for the error message.
 
+Beside each module (and object) is ``<name>.sha256``, the digest of its bytes, written when it
+is built. Only a file whose bytes match it is loaded: a truncated module would kill the process
+at dlopen (SIGBUS), and one whose content is not what its name says would run other code. Any
+other file is rebuilt. An OSError writing the cache (a full disk, a file size limit) is a
+CacheError naming the folder.
+
 The C compiler is run without a shell; its command line holds only flags and paths named by
 hashes, never a string from a model.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import importlib.machinery
@@ -32,6 +39,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -54,7 +62,12 @@ _EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 _COMPILE_TIMEOUT_S = 600
 
 
-class CompileError(ByocError):
+class BuildError(ByocError):
+    """A region cannot be built on this machine (the compiler, the cache): what
+    ``byoc.build(..., fallback="host")`` runs on the host instead."""
+
+
+class CompileError(BuildError):
     """The C compiler rejected generated code: which region, which file, what it said."""
 
     def __init__(self, region: str, c_file: Path, message: str, command: list[str]):
@@ -65,8 +78,24 @@ class CompileError(ByocError):
                          f"{message}")
 
 
-class CacheError(ByocError):
-    """The cache folder cannot be made safe (not ours, or open to others)."""
+class CacheError(BuildError):
+    """The cache folder cannot be made safe (not ours), or cannot be written (full disk)."""
+
+
+class ToolchainError(BuildError):
+    """No C compiler, or one that does not answer ``--version``."""
+
+
+@contextmanager
+def _writing(folder: Path):
+    """An OSError writing the cache (ENOSPC, EFBIG, EACCES) as a CacheError naming the folder."""
+    try:
+        yield
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+        raise CacheError(f"cannot write the build cache {folder}: "
+                         f"{exc.strerror or type(exc).__name__}; "
+                         f"{'free some space or ' if full else ''}set BYOC_CACHE_DIR") from None
 
 
 @dataclass
@@ -98,12 +127,13 @@ def cache_root() -> Path:
 
 def _private_dir(path: Path) -> Path:
     """``path`` created if needed, owned by us, mode 0o700 (a module here is code we run)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise CacheError(f"cache folder {path} belongs to another user; set BYOC_CACHE_DIR")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
+    with _writing(path):
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+        if st.st_uid != os.getuid():
+            raise CacheError(f"cache folder {path} belongs to another user; set BYOC_CACHE_DIR")
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(path, 0o700)
     return path
 
 
@@ -158,9 +188,10 @@ def toolchain() -> tuple[list[str], str, tuple[str, ...]]:
         try:
             version = _run([*cc, "--version"])
         except (OSError, subprocess.SubprocessError) as exc:
-            raise ByocError(f"no C compiler: cannot run {cc[0]!r} ({exc}); set CC") from None
+            raise ToolchainError(f"no C compiler: cannot run {cc[0]!r} ({exc}); set CC") \
+                from None
         if version.returncode != 0:
-            raise ByocError(f"the C compiler {cc[0]!r} does not answer --version: "
+            raise ToolchainError(f"the C compiler {cc[0]!r} does not answer --version: "
                             f"{version.stderr.strip()[:200]}")
         _TOOLCHAIN = (cc, version.stdout.strip(), _probe_flags(cc))
     return _TOOLCHAIN
@@ -191,7 +222,7 @@ def build_object(source: str, label: str = "library") -> Path:
     """A C file compiled (not linked) once into ``_byoc_obj_<hash>.o`` in the cache."""
     folder = module_dir()
     path = folder / f"_byoc_obj_{_digest(LIBRARY_OPT, 'object', source)}.o"
-    if not path.is_file():
+    if not _intact(path):  # a damaged or foreign object would be linked into every module
         _compile(path, source, label, LIBRARY_OPT,
                  lambda c_file, out: ["-c", str(c_file), "-o", str(out)])
     return path
@@ -209,13 +240,13 @@ def build(source: str, cdef: str, *, region: str = "", objects: tuple[Path, ...]
         if name in _LOADED:
             return _LOADED[name]
     path = module_dir() / (name + _EXT_SUFFIX)
-    if path.is_file():
+    if _intact(path):
         try:
             module = _load(name, path)
             STATS.cached += 1
             return module
-        except ImportError:  # damaged (a disk problem, a killed copy): build it again
-            path.unlink(missing_ok=True)
+        except ImportError:  # intact but not loadable here: build it again
+            pass
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     wrapped = io.StringIO()
@@ -230,26 +261,60 @@ def _compile(target: Path, text: str, label: str, opt: tuple[str, ...], args) ->
     """Compile ``text`` into ``target`` through a private temporary folder, then rename."""
     cc, _, flags = toolchain()
     folder = target.parent
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
+    with _writing(folder):
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
     try:
         c_file = tmp / (target.name.split(".")[0] + ".c")
-        c_file.write_text(text)
+        with _writing(folder):
+            c_file.write_text(text)
         built = tmp / target.name
-        cmd = [*cc, *opt, *flags, "-fPIC", *args(c_file, built)]
+        # Paths relative to the private folder (the compiler runs in it): the binary records
+        # the C file's name, so concurrent builds of one module then write the same bytes.
+        cmd = [*cc, *opt, *flags, "-fPIC", *args(Path(c_file.name), Path(built.name))]
         start = time.perf_counter()
         done = _run(cmd, cwd=str(tmp))
         STATS.seconds += time.perf_counter() - start
         if done.returncode != 0 or not built.is_file():
             kept = _private_dir(folder / "failed") / c_file.name
-            os.replace(c_file, kept)
+            with _writing(folder):
+                os.replace(c_file, kept)
             message = (done.stderr or done.stdout).strip()
             raise CompileError(label, kept, message.replace(str(tmp) + os.sep, ""), cmd)
-        os.chmod(built, 0o700)
-        os.replace(c_file, folder / c_file.name)  # kept beside the binary, for reading
-        os.replace(built, target)  # atomic: readers see all of it or nothing
+        with _writing(folder):
+            os.chmod(built, 0o700)
+            digest = tmp / _digest_path(target).name
+            digest.write_text(_sha256(built) + "\n")
+            os.chmod(digest, 0o600)
+            os.replace(c_file, folder / c_file.name)  # kept beside the binary, for reading
+            # Atomic renames, the binary first: a reader sees a whole file or none, and a
+            # digest that does not match it yet only makes a reader build it once more.
+            os.replace(built, target)
+            os.replace(digest, _digest_path(target))
         STATS.compiled += 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _digest_path(target: Path) -> Path:
+    """``<name>.sha256`` beside ``<name>.<suffix>``."""
+    return target.with_name(target.name.split(".")[0] + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _intact(path: Path) -> bool:
+    """True if ``path`` holds the bytes its digest file says it was built with."""
+    try:
+        want = _digest_path(path).read_text().strip()
+        return want == _sha256(path)
+    except (OSError, UnicodeDecodeError):  # missing or unreadable: not ours to trust
+        return False
 
 
 def _load(name: str, path: Path) -> ModuleType:

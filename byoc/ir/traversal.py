@@ -16,21 +16,25 @@ def post_order(roots: Expr | Iterable[Expr]) -> list[Expr]:
         roots = [roots]
     order: list[Expr] = []
     seen: set[int] = set()
+    visit, emit = seen.add, order.append  # bound once: this loop runs for every node
     for root in roots:
         if id(root) in seen:
             continue
-        seen.add(id(root))
+        visit(id(root))
         stack = [(root, iter(children(root)))]
         while stack:
             node, it = stack[-1]
             for child in it:
                 if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, iter(children(child))))
-                    break
+                    visit(id(child))
+                    kids = children(child)
+                    if kids:
+                        stack.append((child, iter(kids)))
+                        break
+                    emit(child)  # a leaf: emitted at once, as pushing and popping it would
             else:
                 stack.pop()
-                order.append(node)
+                emit(node)
     return order
 
 

@@ -79,6 +79,37 @@ def onnx_inference(op: str, opset_version: int) -> TypeRule:
         result = shape_inference.infer_node_outputs(
             schema, node, in_types, data,
             opset_imports=[helper.make_opsetid(domain, opset_version)])
-        return [onnx_bridge.type_from_proto(result[o]) if o in result else UNKNOWN for o in outs]
+        out = [onnx_bridge.type_from_proto(result[o]) if o in result else UNKNOWN for o in outs]
+        return ceil_pool_types(attrs, types, out) if pools_by_spec else out
 
+    pools_by_spec = not domain and op_type in CEIL_POOLS
     return rule
+
+
+CEIL_POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+
+
+def ceil_pool_types(attrs: dict[str, Any], types: Sequence[Type | None], out: list[Type]
+                    ) -> list[Type]:
+    """A pool's output types with ``ceil_mode`` set, spatial dims as the spec says.
+
+    ONNX's shape inference (onnx 1.23) keeps a last window that starts past the input when
+    ``pads`` is given; the spec drops a window that would start in the right padding (if
+    ``(out - 1) * stride >= in + pad_begin``, one fewer), and so do byoc's kernels and
+    onnxruntime. Shapes come from the kernels' own window geometry, so type and run agree.
+    Types are left as they are where the input's spatial dims are not all known.
+    """
+    x = types[0] if types else None
+    kernel = attrs.get("kernel_shape")
+    if not attrs.get("ceil_mode") or not isinstance(x, TensorType) or x.shape is None \
+            or not kernel:
+        return out
+    spatial = x.shape[2:]
+    if len(kernel) != len(spatial) or not all(isinstance(d, int) for d in spatial):
+        return out
+    from .kernels._window import window  # here: the kernels package imports the registry
+
+    dims = window(attrs, spatial, kernel, ceil_mode=True).out  # type: ignore[arg-type]
+    return [TensorType((*t.shape[:2], *dims), t.dtype)
+            if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == len(x.shape)
+            else t for t in out]

@@ -69,15 +69,17 @@ def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str]
             ) -> tuple[str | None, str]:
     """The backend that takes ``call``, or None and why none does."""
     op = call.op
-    if isinstance(op, GlobalVar):
-        return None, f"calls the external function @{op.name}"
-    if is_control_flow(call):
-        return None, CONTROL_FLOW
-    if isinstance(op, Function):
+    if not isinstance(op, str):  # the rarer calls first, so that ops by name test less
+        if isinstance(op, GlobalVar):
+            return None, f"calls the external function @{op.name}"
+        if is_control_flow(call):
+            return None, CONTROL_FLOW
         name = op.attrs.get("Composite")
         if name in owner:
             return owner[name], ""
         return None, f"composite {name!r} belongs to none of the backends"
+    if call.attrs and is_control_flow(call):
+        return None, CONTROL_FLOW
     if op in MARKERS:
         raise ModelError("main is already annotated: partition it with annotated=True, or "
                          "annotate a module without compiler_begin/compiler_end",

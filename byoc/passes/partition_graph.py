@@ -70,8 +70,9 @@ def lift_function(regions: Regions, taken: set[str], funcs: dict[str, Function],
     calls: list[tuple[Function, list[int], list[int]]] = []
     for r, target in enumerate(regions.targets):
         name = unique(region_name(target, [order[i] for i in members[r]], scope), taken)
-        bind = binds(target)
-        params_of = [i for i in inputs[r] if not (bind and isinstance(order[i], Constant))]
+        params_of = inputs[r]
+        if binds(target):
+            params_of = [i for i in params_of if not isinstance(order[i], Constant)]
         func = funcs[name] = _function(name, target, order, kids, members[r], params_of,
                                        outputs[r])
         calls.append((func, params_of, outputs[r]))
@@ -103,12 +104,16 @@ def region_name(target: str, nodes: list[Expr], scope: Scope = ()) -> str:
 
     In a body, the body's path comes after the backend: ``reference_if_then_relu_1a2b3c4d``
     for a region of the then branch of If ``if`` (``analysis.scope_label``)."""
-    calls = [n for n in nodes if isinstance(n, Call)]
-    keys = [node_key(c) for c in calls]
-    parts = [target, *(f"{c.op_name}\0{k}" for c, k in zip(calls, keys)),
-             *(f"[{n.index}]" for n in nodes if isinstance(n, TupleGetItem))]
-    digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
-    first = _UNSAFE.sub("_", keys[0] if keys else "region")[:48]
+    parts, indices, first = [target], [], None  # one loop: this runs once per region
+    for n in nodes:
+        if isinstance(n, Call):
+            key = node_key(n)
+            parts.append(f"{n.op_name}\0{key}")
+            first = key if first is None else first
+        elif isinstance(n, TupleGetItem):
+            indices.append(f"[{n.index}]")
+    digest = hashlib.sha1("\0".join(parts + indices).encode()).hexdigest()[:8]
+    first = _UNSAFE.sub("_", first if first is not None else "region")[:48]
     where = _UNSAFE.sub("_", scope_label(scope)) + "_" if scope else ""
     return f"{target}_{where}{first}_{digest}"
 

@@ -34,6 +34,7 @@ class Executable:
         self.copy_stats = CopyStats({}, {})
         self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats)
         self.external: dict[str, Callable] = dict(external or {})
+        self.fallbacks: dict[str, str] = {}  # regions run on the host: build(fallback="host")
         self._plans: dict[int, Plan] = {}
         self._pycode: dict[int, Callable | None] = {}
         self._probe: Probe | None = None  # set only while run(..., capture=...) runs
@@ -331,20 +332,39 @@ def _fmt(shape) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
-def build(mod: IRModule, **options: Any) -> Executable:
-    """Build a module for running on the host (external functions by their backends)."""
-    from ..backend import get_backend
+def build(mod: IRModule, *, fallback: str | None = None, **options: Any) -> Executable:
+    """Build a module for running on the host (external functions by their backends).
 
+    ``fallback="host"``: a region its backend cannot build runs on the host instead, with a
+    warning; ``exe.fallbacks`` says which and why (see ``runtime/fallback.py``).
+    """
+    from ..backend import get_backend
+    from ..errors import ByocError
+    from .fallback import HostOnFailure, cannot_build, check_fallback, inline_regions
+
+    check_fallback(fallback)
     external: dict[str, Callable] = {}
+    fallbacks: dict[str, str] = {}
     off_host = False
     for name, func in mod.functions.items():
         compiler = func.attrs.get("Compiler")
         if name != "main" and compiler:
             backend = get_backend(compiler)
-            external[name] = backend.compile(func)
+            try:
+                external[name] = backend.compile(func)
+            except ByocError as exc:
+                if fallback != "host":
+                    raise
+                fallbacks[name] = cannot_build(name, compiler, exc)
+                continue
+            if fallback == "host":  # a backend building per shape may fail at a call
+                external[name] = HostOnFailure(name, compiler, func, external[name], fallbacks)
             off_host = off_host or backend.device != HOST
+    mod = inline_regions(mod, fallbacks)
     if off_host:
         from .device_plan import plan_devices
 
         mod = plan_devices(mod)
-    return Executable(mod, external)
+    exe = Executable(mod, external)
+    exe.fallbacks = fallbacks
+    return exe

@@ -2,13 +2,17 @@
 
 Initializers and Constant nodes become constants, graph inputs become parameters, every node a
 Call whose span is the ONNX node's name (a stable generated one where the node has none). Types
-come from ONNX shape inference, symbolic dims kept. If/Loop/Scan bodies become functions whose
-captured outer values are trailing parameters (see ``byoc.op.control_flow``).
+come from ONNX shape inference, symbolic dims kept, except where it departs from the spec (pools
+with ceil_mode, and what reads them: see ``Importer._retype``). If/Loop/Scan bodies become
+functions whose captured outer values are trailing parameters (see ``byoc.op.control_flow``).
+
+Every node goes through here once, so the per-node path is kept lean: each protobuf field is
+read once (``_Node``), types are converted and size-checked once per distinct type, and the
+cyclic garbage collector is paused for the import (``byoc.ir.collector``).
 """
 
 from __future__ import annotations
 
-import math
 import math
 import os
 import warnings
@@ -25,7 +29,9 @@ from onnx import numpy_helper
 from byoc.errors import ModelError
 from byoc.ir import (UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple,
                      TupleGetItem, TupleType, Type, Var)
-from byoc.op import CANONICAL_OPSET, onnx_bridge, registry
+from byoc.ir.collector import collector_paused
+from byoc.op import CANONICAL_OPSET, onnx_bridge, registry, type_rules
+from byoc.op.type_rules import CEIL_POOLS
 from byoc.runtime import limits
 
 from .external_data import external_array, prepare_external_data
@@ -64,6 +70,15 @@ def _utf8(what: str, *texts: str | bytes) -> None:
     for text in texts:
         if type(text) is bytes:
             raise ModelError(f"{what} is not valid UTF-8: {text[:60]!r}")
+
+
+def _all_utf8(what: str, texts: list[str | bytes]) -> None:
+    """``_utf8`` for many names at once, at C speed in the usual case: str.join refuses a
+    bytes element, and only then are the names looked at one by one for the message."""
+    try:
+        "".join(texts)  # type: ignore[arg-type]
+    except TypeError:
+        _utf8(what, *texts)
 
 
 def _constant_value(node: onnx.NodeProto) -> np.ndarray:
@@ -108,21 +123,33 @@ def _sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
     return dense.reshape(tuple(dims))
 
 
-class _Node:
-    """The parts of a NodeProto the importer reads, pulled out of protobuf once."""
+_GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
-    __slots__ = ("proto", "op_type", "domain", "inputs", "outputs", "has_graph")
+
+class _Node:
+    """The parts of a NodeProto the importer reads, pulled out of protobuf once: each protobuf
+    field read makes a new Python object, which at 100,000 nodes is most of the import."""
+
+    __slots__ = ("proto", "name", "op_type", "domain", "inputs", "outputs", "has_attrs",
+                 "has_graph")
 
     def __init__(self, proto: onnx.NodeProto):
         self.proto = proto
-        self.op_type = proto.op_type
-        self.domain = proto.domain
-        self.inputs = list(proto.input)
-        self.outputs = list(proto.output)
-        _utf8("a node's op type, domain or a tensor it reads or writes", self.op_type,
-              self.domain, *self.inputs, *self.outputs)
-        self.has_graph = bool(proto.attribute) and any(
-            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in proto.attribute)
+        self.name = name = proto.name
+        self.op_type = op_type = proto.op_type
+        self.domain = domain = proto.domain
+        # A slice copies a repeated field in one C call; tuple() over it iterates in Python.
+        self.inputs = inputs = tuple(proto.input[:])
+        self.outputs = outputs = tuple(proto.output[:])
+        try:  # every name UTF-8 (see _all_utf8), checked in one C call
+            "".join((name, op_type, domain, *inputs, *outputs))
+        except TypeError:
+            _utf8("a node name", name)
+            _utf8("a node's op type, domain or a tensor it reads or writes", op_type, domain,
+                  *inputs, *outputs)
+        attributes = proto.attribute
+        self.has_attrs = bool(attributes)
+        self.has_graph = self.has_attrs and any(a.type in _GRAPH_ATTRS for a in attributes)
 
 
 def _topological(nodes: list[_Node], names: list[str], known: set[str], outer) -> list[int]:
@@ -131,7 +158,11 @@ def _topological(nodes: list[_Node], names: list[str], known: set[str], outer) -
     A graph already in order (the usual case) keeps its order; otherwise Kahn's algorithm.
     """
     producer: dict[str, int] = {}
-    for i, node in enumerate(nodes):
+    ahead: list[tuple[int, str]] = []  # (node, input) not written by an earlier node, not known
+    for i, node in enumerate(nodes):  # one pass: the usual graph is in order
+        for name in _all_inputs(node) if node.has_graph else node.inputs:
+            if name and name not in producer and name not in known:
+                ahead.append((i, name))
         for out in node.outputs:
             if not out:
                 continue
@@ -143,21 +174,16 @@ def _topological(nodes: list[_Node], names: list[str], known: set[str], outer) -
                 raise ModelError(f"writes tensor {out!r}, which is a graph input or initializer",
                                  names[i], node.op_type)
             producer[out] = i
-    deps: list[set[int]] = []
     in_order = True
-    for i, node in enumerate(nodes):
-        mine = set()
-        for name in _all_inputs(node):
-            j = producer.get(name)
-            if j is not None:
-                mine.add(j)
-                in_order = in_order and j < i
-            elif name not in known and not outer(name):
-                raise ModelError(f"reads tensor {name!r}, which no node, input or initializer "
-                                 "provides", names[i], node.op_type)
-        deps.append(mine)
-    if in_order:
+    for i, name in ahead:  # written by a later node (out of order), an outer graph, or none
+        if name in producer:
+            in_order = False
+        elif not outer(name):
+            raise ModelError(f"reads tensor {name!r}, which no node, input or initializer "
+                             "provides", names[i], nodes[i].op_type)
+    if in_order:  # the usual case: no dependency sets needed
         return list(range(len(nodes)))
+    deps = [{producer[n] for n in _all_inputs(node) if n in producer} for node in nodes]
     waiting = [len(d) for d in deps]
     readers: list[list[int]] = [[] for _ in nodes]
     for i, mine in enumerate(deps):
@@ -254,25 +280,39 @@ class Importer:
         self.opsets.pop("ai.onnx", None)
         self.used_names: Counter[str] = Counter()
         self.generated: Counter[str] = Counter()
-        self.type_protos: dict[str, onnx.TypeProto] = {}
-        self._type_cache: dict[bytes, Type] = {}
+        # Each value's type as its serialized TypeProto: a cheap key for the conversion cache,
+        # and no protobuf object kept alive per value.
+        self.type_keys: dict[str, bytes] = {}
+        # Serialized TypeProto -> (type, fully known, why a node output of it is too big).
+        self._type_cache: dict[bytes, tuple[Type, bool, str | None]] = {}
+        # Each graph's nodes, read once here (names are needed up front for spans): by id of
+        # the GraphProto, which the entry keeps alive so that the id stays its own.
+        self._nodes: dict[int, tuple[onnx.GraphProto, list[_Node]]] = {}
+        # Values whose type byoc corrected from ONNX's inference (see _retype).
+        self.retyped: set[str] = set()
+        self.entries: dict[str, Any] = {}  # registry entries by op, looked up once per op
         stack = [model.graph]
         while stack:  # every graph, subgraphs included: declared types and node names
             g = stack.pop()
             _utf8("a graph name", g.name)
+            value_names = []
             for vi in (*g.input, *g.output, *g.value_info):
-                _utf8("a value name", vi.name)
-                if vi.HasField("type"):
-                    self.type_protos[vi.name] = vi.type
-            for node in g.node:
-                if node.name:
-                    _utf8("a node name", node.name)
-                    self.used_names[node.name] += 1
-                for attr in node.attribute:
-                    if attr.type == onnx.AttributeProto.GRAPH:
-                        stack.append(attr.g)
-                    elif attr.type == onnx.AttributeProto.GRAPHS:
-                        stack.extend(attr.graphs)
+                name = vi.name
+                value_names.append(name)
+                key = vi.type.SerializeToString()  # empty when unset: then ask (rarely)
+                if key or vi.HasField("type"):
+                    self.type_keys[name] = key
+            _all_utf8("a value name", value_names)
+            nodes = [_Node(n) for n in g.node]
+            self._nodes[id(g)] = (g, nodes)
+            self.used_names.update(n.name for n in nodes if n.name)
+            for node in nodes:
+                if node.has_graph:
+                    for attr in node.proto.attribute:
+                        if attr.type == onnx.AttributeProto.GRAPH:
+                            stack.append(attr.g)
+                        elif attr.type == onnx.AttributeProto.GRAPHS:
+                            stack.extend(attr.graphs)
 
     def initializer(self, t: onnx.TensorProto) -> np.ndarray:
         """An initializer's value: external data memory-mapped, declared size checked."""
@@ -289,17 +329,37 @@ class Importer:
 
     def type_of(self, name: str) -> Type:
         """The declared or inferred type of a value (converted once per distinct type)."""
-        tp = self.type_protos.get(name)
-        if tp is None:
-            return UNKNOWN
-        key = tp.SerializeToString()
-        t = self._type_cache.get(key)
-        if t is None:
-            t = self._type_cache[key] = onnx_bridge.type_from_proto(tp)
-        return t
+        return self.type_info(name)[0]
+
+    def type_info(self, name: str) -> tuple[Type, bool, str | None]:
+        """A value's type, whether it is fully known, and why a node output of it would be too
+        big to allocate (None if it is not): worked out once per distinct type."""
+        key = self.type_keys.get(name)
+        if key is None:
+            return _UNKNOWN_INFO
+        info = self._type_cache.get(key)
+        if info is None:
+            t = onnx_bridge.type_from_proto(onnx.TypeProto.FromString(key))
+            info = self._type_cache[key] = (t, not _incomplete(t), self.oversized(t))
+        return info
+
+    def oversized(self, t: Type) -> str | None:
+        """Why a node output of type ``t`` is more than byoc will allocate (None if it is not)."""
+        if isinstance(t, TensorType) and t.dtype in self.itemsize and t.is_static:
+            itemsize = self.itemsize[t.dtype]  # type: ignore[index]
+            if math.prod(t.shape) * itemsize > self.max_bytes:  # type: ignore[arg-type]
+                return limits.too_big(t.shape, itemsize)  # type: ignore[arg-type]
+        return None
+
+    def graph_nodes(self, graph: onnx.GraphProto) -> list[_Node]:
+        """The nodes of a graph, as read up front (read again for a graph not seen then)."""
+        entry = self._nodes.get(id(graph))
+        if entry is not None and entry[0] is graph:
+            return entry[1]
+        return [_Node(n) for n in graph.node]
 
     def span(self, node: _Node) -> Span:
-        name = given = node.proto.name
+        name = given = node.name
         if not name or self.used_names[name] > 1:
             # Stable across runs: op type and how many nodes of that type came before.
             base = name or node.op_type
@@ -341,9 +401,9 @@ class Importer:
         for sp in graph.sparse_initializer:
             scope.values[sp.values.name] = Constant(_sparse_to_dense(sp), sp.values.name)
 
-        nodes = [_Node(n) for n in graph.node]
+        nodes = self.graph_nodes(graph)
         spans = [self.span(n) for n in nodes] if self.keep_spans else [None] * len(nodes)
-        names = [s.name for s in spans] if self.keep_spans else [n.proto.name for n in nodes]
+        names = [s.name for s in spans] if self.keep_spans else [n.name for n in nodes]
         known = set(scope.values)
         order = _topological(nodes, names, known, scope.has)
         for i in order:
@@ -363,7 +423,8 @@ class Importer:
         return Function(tuple(params), body, attrs)
 
     def import_node(self, node: _Node, span: Span | None, scope: _Scope) -> None:
-        label = span.name if span is not None else node.proto.name
+        # Runs once per node of the model: scope and type lookups are inlined where they hit.
+        label = span.name if span is not None else node.name
         domain = node.domain if node.domain != "ai.onnx" else ""
         op = f"{domain}.{node.op_type}" if domain else node.op_type
         if op == "Constant":
@@ -373,38 +434,78 @@ class Importer:
                 raise ModelError(f"bad value: {exc}", label, "Constant") from None
             scope.values[node.outputs[0]] = Constant(value, node.outputs[0])
             return
-        entry = registry.lookup(op)
+        entry = self.entries.get(op)
         if entry is None:
-            where = f" in domain {domain!r}" if domain else ""
-            raise ModelError(f"unknown op {node.op_type!r}{where}", label, node.op_type)
-        attrs = self.import_attrs(node.proto, label, entry, scope) if node.proto.attribute else {}
-        args: list[Expr | None] = [scope.get(name) if name else None for name in node.inputs]
+            entry = registry.lookup(op)
+            if entry is None:
+                where = f" in domain {domain!r}" if domain else ""
+                raise ModelError(f"unknown op {node.op_type!r}{where}", label, node.op_type)
+            self.entries[op] = entry
+        attrs = self.import_attrs(node.proto, label, entry, scope) if node.has_attrs else {}
+        values = scope.values
+        args: list[Expr | None] = [(values.get(name) or scope.get(name)) if name else None
+                                   for name in node.inputs]
         while args and args[-1] is None:
             args.pop()
-        if any(isinstance(v, Function) for v in attrs.values()):
+        if node.has_graph and any(isinstance(v, Function) for v in attrs.values()):
             args.extend(self._captures_for(node, attrs, scope))
-        outputs = list(node.outputs)
+        outputs = node.outputs
         while len(outputs) > 1 and not outputs[-1]:
-            outputs.pop()
+            outputs = outputs[:-1]
         n = len(outputs)
-        types = [self.type_of(o) if o else UNKNOWN for o in outputs]
-        if any(t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None) for t in types):
+        # Types ONNX got wrong (see _retype); an empty set in almost every model.
+        retype = (op in CEIL_POOLS and "ceil_mode" in attrs) or (
+            self.retyped and not self.retyped.isdisjoint(node.inputs))
+        if n == 1 and not retype:  # the usual case, spared the lists of the general one
+            out = outputs[0]
+            t, known, why = self.type_info(out) if out else _UNKNOWN_INFO
+            if not known:
+                t = self._infer(entry, attrs, args, 1, [t])[0]
+                why = self.oversized(t)
+            if why:
+                raise ModelError(f"its output {why}", label, node.op_type)
+            if out:
+                values[out] = Call(op, tuple(args), attrs, t, span)
+            return
+        infos = [self.type_info(o) if o else _UNKNOWN_INFO for o in outputs]
+        types = [t for t, _, _ in infos]
+        if retype:
+            types = self._retype(node, entry, attrs, args, outputs, types)
+            whys = [self.oversized(t) for t in types]
+        elif all(known for _, known, _ in infos):
+            whys = [why for _, _, why in infos]
+        else:
             types = self._infer(entry, attrs, args, n, types)
-        for t in types:
-            if isinstance(t, TensorType) and t.dtype in self.itemsize and t.is_static:
-                itemsize = self.itemsize[t.dtype]  # type: ignore[index]
-                if math.prod(t.shape) * itemsize > self.max_bytes:  # type: ignore[arg-type]
-                    why = limits.too_big(t.shape, itemsize)  # type: ignore[arg-type]
-                    raise ModelError(f"its output {why}", label, node.op_type)
-        out_type: Type = types[0] if n == 1 else TupleType(tuple(types))
-        call = Call(op, tuple(args), attrs, out_type, span)
+            whys = [self.oversized(t) for t in types]
+        for why in whys:
+            if why:
+                raise ModelError(f"its output {why}", label, node.op_type)
         if n == 1:
             if outputs[0]:
-                scope.values[outputs[0]] = call
+                values[outputs[0]] = Call(op, tuple(args), attrs, types[0], span)
+            return
+        call = Call(op, tuple(args), attrs, TupleType(tuple(types)), span)
+        for i, o in enumerate(outputs):
+            if o:
+                values[o] = TupleGetItem(call, i)
+
+    def _retype(self, node: _Node, entry, attrs: dict[str, Any], args: list,
+                outputs: tuple[str, ...], onnx_types: list[Type]) -> list[Type]:
+        """Types byoc derives itself rather than take ONNX's: a pool's with ``ceil_mode`` (see
+        ``type_rules.ceil_pool_types``), and those of every node reading a value whose type
+        that changed, by byoc's type rules over the corrected types (bodies that read one
+        directly are typed that way too; an If, Loop or Scan keeps ONNX's output types). Its
+        outputs are then marked changed where they differ from ONNX's."""
+        if node.has_graph:
+            types = onnx_types
+        elif not self.retyped.isdisjoint(node.inputs):
+            types = self._infer(entry, attrs, args, len(outputs), [UNKNOWN] * len(outputs))
         else:
-            for i, o in enumerate(outputs):
-                if o:
-                    scope.values[o] = TupleGetItem(call, i)
+            types = type_rules.ceil_pool_types(attrs, [a and a.type for a in args], onnx_types)
+        for o, old, t in zip(outputs, onnx_types, types):
+            if o and t != old:
+                self.retyped.add(o)
+        return types
 
     def _infer(self, entry, attrs, args, n, known: list[Type]) -> list[Type]:
         if entry.kernel_source == "control_flow":
@@ -470,6 +571,14 @@ class Importer:
         return [scope.get(n) for n in names]
 
 
+def _incomplete(t: Type) -> bool:
+    """An unknown type, or a tensor of unknown dtype: the importer asks byoc's type rules."""
+    return t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None)
+
+
+_UNKNOWN_INFO: tuple[Type, bool, str | None] = (UNKNOWN, False, None)
+
+
 def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = True,
               spans: bool = True) -> IRModule:
     """Import an ONNX model (a path, bytes or a ModelProto) into an IRModule.
@@ -478,6 +587,11 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
     functions are inlined, and ONNX shape inference fills in the types. ``spans=False`` leaves
     spans out (only to measure what they cost: errors then name nodes less well).
     """
+    with collector_paused():  # see collector_paused: a big model is many small objects
+        return _load(path_or_model, upgrade, infer_shapes, spans)
+
+
+def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) -> IRModule:
     model, base_dir = read_model(path_or_model)
     model = _copy_if_needed(model, path_or_model)
     prepare_external_data(model, base_dir)
@@ -512,5 +626,5 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
                                                  data_prop=True)
     except Exception as exc:  # a model onnx cannot infer may still run; keep what it declares
         warnings.warn(f"ONNX shape inference failed ({str(exc).splitlines()[0]}); "
-                      "types come from the model's declarations", stacklevel=3)
+                      "types come from the model's declarations", stacklevel=4)
         return model

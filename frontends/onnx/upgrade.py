@@ -19,6 +19,6 @@ def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
         upgraded = version_converter.convert_version(model, target)
     except Exception as exc:
         warnings.warn(f"opset upgrade to {target} failed ({str(exc).splitlines()[0][:200]}); "
-                      "keeping the model's own opset", stacklevel=3)
+                      "keeping the model's own opset", stacklevel=4)
         return model
     return upgraded

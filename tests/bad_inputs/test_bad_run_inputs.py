@@ -142,10 +142,8 @@ def test_refusals_that_need_two_flags(folder, capsys, monkeypatch) -> None:
         assert_one_line(*byoc_main(capsys, "run", "m.onnx", *flags)[::2], needle)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG byoc/inputs.py random_inputs: a made-up input is "
-                   "allocated without limits.too_big, so --dim n=10**12 is a MemoryError "
-                   "(internal error) instead of an InputError naming the input")
 def test_a_huge_dim_for_made_up_inputs_is_refused(folder) -> None:
+    """Fixed (byoc/inputs.py random_inputs checks limits.too_big before allocating)."""
     assert_refused(run_cli("run", "m.onnx", "--dim", f"n={10**12}", cwd=folder),
                    "input 'a'")
 
@@ -207,17 +205,7 @@ BINARY = {"Add", "Mul", "Div", "Max", "Min", "MatMul", "Pow"}
 # The C backend's math turns NaN (and Inf) into numbers: byoc_expf clamps its argument first
 # (NaN becomes 88.38, so exp(NaN) and exp(inf) are 2.4e38), Relu is `x > 0 ? x : 0`, Sign
 # compares, ReduceMax/Min fold with `v > acc ? v : acc`. See the report of issue 9.
-CCOMPILER_NAN_BUGS = {
-    "Relu": "backends/ccompiler/ops/elementwise.py: Relu is ({x} > 0 ? {x} : 0), NaN -> 0",
-    "Sign": "backends/ccompiler/ops/elementwise.py: Sign compares, NaN -> 0",
-    "Exp": "backends/ccompiler/runtime_c.py byoc_expf: the clamp makes NaN and inf 2.4e38",
-    "Sigmoid": "byoc_sigmoidf calls byoc_expf (NaN lost)",
-    "Tanh": "byoc_tanhf calls byoc_expf (NaN lost)",
-    "Softplus": "softplus calls byoc_expf (NaN lost)",
-    "Softmax": "softmax's max and exp drop NaN and inf",
-    "ReduceMax": "backends/ccompiler/ops/reduce.py _STEP: `v > acc ? v : acc` drops NaN",
-    "ReduceMin": "backends/ccompiler/ops/reduce.py _STEP: `v < acc ? v : acc` drops NaN",
-}
+CCOMPILER_NAN_BUGS: dict[str, str] = {}  # all fixed: NaN and inf propagate (issue 7)
 # Where byoc's host kernels chose otherwise than onnxruntime, on purpose: a max over a window
 # holding NaN is NaN (as ReduceMax, Max and ONNX's reference say); onnxruntime's MaxPool skips it.
 HOST_DIVERGENCES = {"MaxPool", "GlobalMaxPool"}

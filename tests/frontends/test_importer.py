@@ -263,3 +263,26 @@ def test_external_data_whose_length_does_not_fit_its_shape_is_refused(tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     with pytest.raises(ModelError, match="needs 4000 bytes, its external data has 16"):
         byoc.load_onnx(tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_ceil_mode_pools_are_typed_by_the_spec_and_so_is_what_reads_them(op):
+    # Width 2, stride 2, pads given: ONNX's inference (1.23) counts a second window starting at
+    # 2, past the input; the spec drops it. The Relu and the Add after it follow the pool.
+    nodes = [helper.make_node(op, ["x"], ["p"], name="pool", ceil_mode=1, kernel_shape=[1, 1],
+                              pads=[0, 0, 0, 0], strides=[1, 2]),
+             helper.make_node("Relu", ["p"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "r"], ["y"], name="add")]
+    model = make_model(nodes, [("x", FLOAT, [1, 1, 2, 2])], [("y", FLOAT, None)], opset=21)
+    calls = {e.span.name: e for e in post_order(byoc.load_onnx(model).main.body)
+             if isinstance(e, Call)}
+    assert {name: c.type.shape for name, c in calls.items()} == {
+        "pool": (1, 1, 2, 1), "relu": (1, 1, 2, 1), "add": (1, 1, 2, 1)}
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
+    assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_a_ceil_mode_pool_built_by_hand_is_typed_by_the_spec():
+    x = byoc.op.var("x", (1, 1, 2, 2))
+    y = byoc.op.MaxPool(x, ceil_mode=1, kernel_shape=[1, 1], pads=[0, 0, 0, 0], strides=[1, 2])
+    assert y.type.shape == (1, 1, 2, 1)

@@ -45,45 +45,11 @@ COMMON = dict(deadline=None, database=None, derandomize=True, print_blob=False,
                                      HealthCheck.filter_too_much])
 
 
-def _value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """Every value's static shape, by ONNX's shape inference."""
-    graph = onnx.shape_inference.infer_shapes(model).graph
-    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
-    for vi in (*graph.input, *graph.value_info, *graph.output):
-        dims = vi.type.tensor_type.shape.dim
-        shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims)
-    return shapes
-
-
-def _constants(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """Integer initializers and Constant nodes by name, flattened."""
-    tensors = list(model.graph.initializer)
-    tensors += [n.attribute[0].t for n in model.graph.node if n.op_type == "Constant"]
-    return {t.name: onnx.numpy_helper.to_array(t).reshape(-1).tolist() for t in tensors
-            if t.data_type == onnx.TensorProto.INT64}
-
-
-def slices_backwards_from_before_the_start(model: onnx.ModelProto) -> bool:
-    """A Slice with a negative step whose start is before the first element."""
-    shapes, consts = _value_shapes(model), _constants(model)
-    for n in model.graph.node:
-        if n.op_type != "Slice" or len(n.input) < 5:
-            continue
-        rank = len(shapes.get(n.input[0], ()))
-        starts, axes, steps = (consts.get(n.input[k], []) for k in (1, 3, 4))
-        for start, axis, step in zip(starts, axes, steps):
-            dim = shapes[n.input[0]][axis % rank] if rank else 0
-            if step < 0 and (start + dim if start < 0 else start) < 0:
-                return True
-    return False
-
-
 # Bugs the fuzzing found that are not fixed yet: the backend, a test of the model, the
 # regression test that shows it. A graph that hits one does not run on that backend (alone, in
 # mixes, or borrowed by a partial backend), so the fuzzing goes on finding new ones.
 KNOWN_BUGS: list[tuple[str, Callable[[onnx.ModelProto], bool], str]] = [
-    ("ccompiler", slices_backwards_from_before_the_start,
-     "test_ccompiler_slice_backwards_from_before_the_start"),
+    # none open: the last one (ccompiler Slice backwards from before the start) is fixed
 ]
 BORROWS = {"fuzz_ref": "reference", "fuzz_ort": "onnxruntime", "fuzz_c": "ccompiler"}
 

@@ -421,8 +421,10 @@ def _pool(op: str) -> Gen:
 
 def _ceil_is_safe(spatial: tuple[int, ...], attrs: dict) -> bool:
     """Whether ceil_mode=1 keeps no window that starts past the input and its leading pad.
-    Where it would, the spec (and byoc, and onnxruntime) drop that window but ONNX's shape
-    inference keeps it: see test_fuzz_regressions.py."""
+    Where it would, the spec (and byoc, and onnxruntime's kernel) drop that window but ONNX's
+    shape inference keeps it. byoc now retypes such a pool (see test_fuzz_regressions.py), but
+    onnxruntime itself may refuse the model: its memory planner re-uses buffers by the inferred
+    shape ("Shape mismatch attempting to re-use buffer")."""
     n, pads = len(spatial), attrs["pads"]
     for i, (d, k, s) in enumerate(zip(spatial, attrs["kernel_shape"], attrs["strides"])):
         dl = attrs.get("dilations", [1] * n)[i]

@@ -147,19 +147,15 @@ def test_text_outputs_show_names_on_one_line(models, capsys, argv) -> None:
     _same_text_shape(capsys, models, *argv)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG byoc/report.py format_table: region inputs, outputs "
-                   "and --explain host nodes are printed raw (a newline breaks the table, an "
-                   "escape sequence reaches the terminal); show them with byoc.ir.printer.quote "
-                   "when not str.isprintable(), as byoc/cli.py's _show does")
 def test_the_partition_table_shows_names_on_one_line(models, capsys, tmp_path) -> None:
+    """Fixed (byoc/report.py format_table shows names with report.show)."""
     rotated = tmp_path / "rotated.onnx"  # the input and first output named with a newline
     onnx.save(named_model(HOSTILE[3:] + HOSTILE[:3]), rotated)
     _same_text_shape(capsys, (rotated, models[1]), "partition", "--backend", "onnxruntime")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG byoc/profile.py format_profile: hot-spot node names "
-                   "are printed raw (newlines, escape sequences); quote them as above")
 def test_the_profile_shows_names_on_one_line(models, capsys) -> None:
+    """Fixed (byoc/profile.py format_profile shows names with report.show)."""
     _same_text_shape(capsys, models, "run", "--profile")
 
 
@@ -214,10 +210,8 @@ def test_extract_writes_fixed_names_inside_its_folder(models, capsys, tmp_path, 
     assert code == 0, (out, err)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG byoc/extract.py _readme: names go into the README's "
-                   "Markdown raw, so a newline breaks its tables and an escape sequence reaches "
-                   "whoever cats it; quote them (byoc.ir.printer.quote) when not printable")
 def test_the_extract_readme_keeps_names_on_one_line(models, capsys, tmp_path) -> None:
+    """Fixed (byoc/extract.py _readme shows names with report.show, `|` escaped)."""
     for k, path in enumerate(models):
         assert cli(capsys, "extract", path, "--backend", "reference", "--region", "0", "-o",
                    tmp_path / f"case{k}")[0] == 0
@@ -303,7 +297,7 @@ def test_the_compiler_runs_without_a_shell_and_sees_no_model_string(monkeypatch,
         assert not any(f in part for part in cmd for f in FRAGMENTS), cmd
     suffix = re.escape(build_cache._EXT_SUFFIX)
     for path in (tmp_path / "cache").rglob("*"):
-        assert re.fullmatch(rf"c|failed|_byoc_(obj_)?[0-9a-f]{{16}}(\.c|\.o|{suffix})",
+        assert re.fullmatch(rf"c|failed|_byoc_(obj_)?[0-9a-f]{{16}}(\.c|\.o|\.sha256|{suffix})",
                             path.name), path
 
 

@@ -70,10 +70,26 @@ def slice_plan(shape: tuple[int, ...], ins: list[Tensor | None]) -> tuple[list[i
     steps = value(4) or [1] * len(starts)
     first = [0] * len(shape)
     step = [1] * len(shape)
-    for s, e, a, st in zip(starts, ends, axes, steps):
+    for s, _, a, st in zip(starts, ends, axes, steps):
         a = a + len(shape) if a < 0 else a
-        first[a], _, step[a] = slice(s, e, st).indices(shape[a])
+        first[a], step[a] = onnx_slice_start(s, st, shape[a]), st
     return first, step
+
+
+def onnx_slice_start(start: int, step: int, dim: int) -> int:
+    """The first index ONNX Slice reads along a dim of size ``dim``.
+
+    Not Python's ``slice.indices``: for a negative step it clamps a start before the first
+    element to -1 (an empty slice) where ONNX clamps it to 0 (one element). The spec: a
+    negative start counts from the end, then it is clamped into [0, dim] for a positive step
+    and [0, dim - 1] for a negative one (INT64_MAX/MIN sentinels clamp the same way). The
+    end is not needed here: the output's shape, from type inference, says how many to copy.
+    """
+    if step == 0:
+        raise Unsupported("Slice with a step of 0")
+    if start < 0:
+        start += dim
+    return max(0, min(start, dim if step > 0 else dim - 1))
 
 
 def emit_slice(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
