@@ -79,28 +79,36 @@ class CompiledRegion:
 
     ``generate`` writes the C for one signature; a backend with its own generator (native)
     subclasses and sets it, keeping the specialization, the cache and the calling convention.
+    ``value_params`` names the parameters whose values, not only shapes, key a specialization
+    (native's shape values), and ``specialize`` rewrites the function for one such key.
     """
 
     generate: Callable[[Function, Sequence[TensorType]], Generated] = staticmethod(generate)
+    value_params: Callable[[Function], tuple[int, ...]] = staticmethod(lambda func: ())
+    specialize: Callable[[Function, Sequence[TensorType], dict[int, np.ndarray]], Function] = \
+        staticmethod(lambda func, types, values: func)
 
     def __init__(self, func: Function):
         self.func = fold_constants(func)
         self.name = region_name(func)
-        self._variants: dict[Signature, Callable[[Sequence[np.ndarray]], tuple]] = {}
+        self._variants: dict[object, Callable[[Sequence[np.ndarray]], tuple]] = {}
         self._lock = threading.Lock()
+        self._by_value = self.value_params(self.func)
         declared = [p.type for p in func.params]
-        if all(isinstance(t, TensorType) and t.is_static and t.dtype for t in declared):
+        if not self._by_value and all(isinstance(t, TensorType) and t.is_static and t.dtype
+                                      for t in declared):
             # Known shapes: build now, so that build() reports compile errors and the cache
             # is warm before the first run.
             sig = tuple((tuple(t.shape), np.dtype(t.dtype))  # type: ignore[union-attr]
                         for t in declared)
-            self._specialize(sig)
+            self._specialize(sig, sig, ())
 
     def __call__(self, *arrays) -> tuple[np.ndarray, ...]:
         # np.asarray(order="C") rather than ascontiguousarray, which makes a 0-d array 1-d.
         arrays = tuple(np.asarray(a, order="C") for a in arrays)
         sig = tuple((a.shape, a.dtype) for a in arrays)
-        variant = self._variants.get(sig) or self._specialize(sig)
+        key = (sig, *(arrays[k].tobytes() for k in self._by_value)) if self._by_value else sig
+        variant = self._variants.get(key) or self._specialize(sig, key, arrays)
         return variant(arrays)
 
     @property
@@ -108,14 +116,16 @@ class CompiledRegion:
         """The C generated so far, one per signature built."""
         return [v.generated for v in self._variants.values() if isinstance(v, Specialization)]
 
-    def _specialize(self, sig: Signature) -> Callable[[Sequence[np.ndarray]], tuple]:
+    def _specialize(self, sig: Signature, key: object, arrays: Sequence[np.ndarray]
+                    ) -> Callable[[Sequence[np.ndarray]], tuple]:
         with self._lock:
-            if sig in self._variants:
-                return self._variants[sig]
+            if key in self._variants:
+                return self._variants[key]
             types = [TensorType(shape, dtype.name) for shape, dtype in sig]
             try:
                 self._check_dtypes(types)
-                generated = self.generate(self.func, types)
+                values = {k: np.array(arrays[k]) for k in self._by_value}
+                generated = self.generate(self.specialize(self.func, types, values), types)
             except Unsupported as exc:
                 variant = self._host(sig, exc)
             else:
@@ -124,7 +134,7 @@ class CompiledRegion:
                 module = build_cache.build(generated.source, generated.cdef, region=self.name,
                                            objects=objects)
                 variant = Specialization(generated, module, sig)
-            self._variants[sig] = variant
+            self._variants[key] = variant
             return variant
 
     def _check_dtypes(self, types: list[TensorType]) -> None:

@@ -33,13 +33,17 @@ _VEC = r"""
 typedef float byoc_vf __attribute__((vector_size(4 * BYOC_VW), aligned(4), may_alias));
 """
 
-# Cephes-style exp: range reduction by ln 2 and a degree-6 polynomial, about 1 ulp; written
-# without branches (and compiled with -fno-trapping-math) so that loops calling it vectorize.
+# Cephes-style exp: x = n ln2 + r, a degree-6 polynomial in r (about 1 ulp), 2^n built in the
+# exponent bits. Written without branches or libm calls (and compiled with -fno-trapping-math)
+# so that loops calling it vectorize; nor clamps: out of range, the arithmetic may give garbage,
+# which the two selects at the end replace. NaN and +-inf come out as expf gives them: a NaN
+# is carried by the polynomial and passes both selects; past ln(FLT_MAX) the result is inf;
+# below exp(-86.6) ~ 2.5e-38 it is 0 (expf would give a denormal there).
 _MATH = r"""
 static inline float byoc_expf(float x) {
-    x = x < 88.3762626647949f ? x : 88.3762626647949f;
-    x = x > -87.3365447505531f ? x : -87.3365447505531f;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    /* n = round(x / ln2) in the low bits of t (adding 1.5 * 2^23 rounds to an integer) */
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500E-4f;
     p = p * r + 1.3981999507E-3f;
@@ -48,11 +52,16 @@ static inline float byoc_expf(float x) {
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits + 126) << 23; /* 2^(n-1): a normal number for n in [-125, 128] */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    float e = (p + p) * scale;
+    e = x > 88.72283935546875f ? INFINITY : e;
+    return x < -86.6f ? 0.0f : e;
 }
+/* MaxPool's fold: a NaN in the window is skipped, as onnxruntime does. */
 static inline float byoc_fmax(float a, float b) { return a > b ? a : b; }
 static inline float byoc_sigmoidf(float x) { return 1.0f / (1.0f + byoc_expf(-x)); }
 static inline float byoc_tanhf(float x) {
@@ -82,6 +91,7 @@ _GEMM = r"""
 #define BYOC_KC 256
 #define BYOC_MC 72
 #define BYOC_NC 1024
+#define BYOC_KW_TABLE 8
 
 /* Writes rows k0..k0+kc, columns j0..j0+nc of B as NR-wide panels, zero-padded. */
 typedef void (*byoc_pack_fn)(const void *src, long k0, long kc, long j0, long nc, float *bp);
@@ -170,12 +180,14 @@ static float byoc_dot(const float *a, const float *b, long n) {
 
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
 /* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
+/* epi (or 0) runs on each tile of C once its last K block is stored, while it is in L1. */
 static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                       const float *apacked, byoc_pack_fn pack, const void *bsrc, float *C,
-                      long ldc, int accumulate, float *ws) {
+                      long ldc, int accumulate, float *ws, const byoc_epi *epi) {
     if (K == 0) {
         if (!accumulate)
             for (long i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * N);
+        if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
     long kcmax = K < BYOC_KC ? K : BYOC_KC, mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
@@ -194,8 +206,10 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                     long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
                     for (long ir = 0; ir < mc; ir += BYOC_MR) {
                         long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                        byoc_ukernel(kc, a + ir * kc, bp + jr * kc, C + (ic + ir) * ldc + jc + jr,
-                                     ldc, m, n, accumulate || pc > 0);
+                        float *c = C + (ic + ir) * ldc + jc + jr;
+                        byoc_ukernel(kc, a + ir * kc, bp + jr * kc, c, ldc, m, n,
+                                     accumulate || pc > 0);
+                        if (epi && pc + kc == K) epi->fn(c, ldc, ic + ir, m, n, epi->ctx);
                     }
                 }
             }
@@ -205,13 +219,14 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
 
 /* The same over a strided B; a row or two of A is done as vector dots or axpys instead. */
 void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
-                          float *C, long ldc, int accumulate, float *ws) {
+                   float *C, long ldc, int accumulate, float *ws, const byoc_epi *epi) {
     if (M <= 2 && B.rs == 1 && A.cs == 1) {
         for (long i = 0; i < M; i++)
             for (long j = 0; j < N; j++) {
                 float v = alpha * byoc_dot(A.p + i * A.rs, B.p + j * B.cs, K);
                 C[i * ldc + j] = accumulate ? C[i * ldc + j] + v : v;
             }
+        if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
     if (M <= 2 && B.cs == 1) {
@@ -224,9 +239,10 @@ void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
                 for (long j = 0; j < N; j++) c[j] += a * b[j];
             }
         }
+        if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
-    byoc_gemm(M, N, K, alpha, &A, 0, byoc_pack_b_mat, &B, C, ldc, accumulate, ws);
+    byoc_gemm(M, N, K, alpha, &A, 0, byoc_pack_b_mat, &B, C, ldc, accumulate, ws, epi);
 }
 """
 
@@ -239,8 +255,14 @@ typedef struct {
 
 /* The range [lo, hi) of outputs o for which o * s + off lands inside [0, n). */
 static inline void byoc_valid(long n, long s, long off, long count, long *lo, long *hi) {
-    long a = off < 0 ? (-off + s - 1) / s : 0;
-    long b = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1;
+    long a, b;
+    if (s == 1) { /* the common case, without the divisions (this runs per packed row) */
+        a = off < 0 ? -off : 0;
+        b = n - off < 0 ? 0 : n - off;
+    } else {
+        a = off < 0 ? (-off + s - 1) / s : 0;
+        b = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1;
+    }
     *lo = a < count ? a : count;
     *hi = b < count ? b : count;
     if (*hi < *lo) *hi = *lo;
@@ -252,6 +274,9 @@ static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long 
     /* A panel's NR output positions lie on one or a few output rows: per row segment, the
        input it reads for one (c, kh, kw) is one strided run, padded with zeros at the edges. */
     long seg_lane[BYOC_NR + 1], seg_ih[BYOC_NR], seg_iw[BYOC_NR];
+    /* each segment's valid lanes per kw, worked out once per panel rather than per row */
+    long seg_lo[BYOC_NR][BYOC_KW_TABLE], seg_hi[BYOC_NR][BYOC_KW_TABLE];
+    const int table = v->KW <= BYOC_KW_TABLE;
     for (long jp = 0; jp < nc; jp += BYOC_NR) {
         long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR, segs = 0;
         for (long l = 0; l < n;) {
@@ -264,6 +289,10 @@ static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long 
             l += len;
         }
         seg_lane[segs] = n;
+        for (long g = 0; table && g < segs; g++)
+            for (long q = 0; q < v->KW; q++)
+                byoc_valid(v->W, v->SW, seg_iw[g] + q * v->DW, seg_lane[g + 1] - seg_lane[g],
+                           &seg_lo[g][q], &seg_hi[g][q]);
         long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
         float *d = bp + jp * kc;
         for (long k = 0; k < kc; k++, d += BYOC_NR) {
@@ -276,11 +305,21 @@ static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long 
                     for (long l = 0; l < len; l++) dl[l] = 0.0f;
                     continue;
                 }
-                byoc_valid(v->W, v->SW, iw, len, &lo, &hi);
+                if (table) {
+                    lo = seg_lo[g][kw];
+                    hi = seg_hi[g][kw];
+                } else {
+                    byoc_valid(v->W, v->SW, iw, len, &lo, &hi);
+                }
                 const float *xr = xc + ih * v->W + iw;
+                if (v->SW == 1 && lo == 0 && hi == BYOC_NR) { /* a whole panel row at once */
+                    *(byoc_vf *)dl = *(const byoc_vf *)xr;
+                    *(byoc_vf *)(dl + BYOC_VW) = *(const byoc_vf *)(xr + BYOC_VW);
+                    continue;
+                }
                 for (long l = 0; l < lo; l++) dl[l] = 0.0f;
                 if (v->SW == 1)
-                    memcpy(dl + lo, xr + lo, sizeof(float) * (hi - lo));
+                    for (long l = lo; l < hi; l++) dl[l] = xr[l];
                 else
                     for (long l = lo; l < hi; l++) dl[l] = xr[l * v->SW];
                 for (long l = hi; l < len; l++) dl[l] = 0.0f;
@@ -291,11 +330,26 @@ static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long 
     }
 }
 
+/* A conv's bias added to a finished tile (its rows are output channels), then the region's
+   own epilogue if it has one. */
+typedef struct { const float *bias; const byoc_epi *next; } byoc_conv_epi;
+
+static void byoc_conv_bias(float *c, long ldc, long row, long m, long n, const void *ctx) {
+    const byoc_conv_epi *e = (const byoc_conv_epi *)ctx;
+    for (long i = 0; i < m; i++) {
+        const float b = e->bias[row + i];
+        float *restrict ci = c + i * ldc;
+        for (long j = 0; j < n; j++) ci[j] += b;
+    }
+    if (e->next) e->next->fn(c, ldc, row, m, n, e->next->ctx);
+}
+
 /* y = conv(x, w) + bias over NCHW; groups G. wp: each group's weights packed (pack_a in
-   runtime_c.py), or 0. ws: byoc_gemm scratch floats. */
+   runtime_c.py), or 0. ws: byoc_gemm scratch floats. epi (or 0): the region's epilogue. */
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
-                 long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws) {
+                 long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
+                 const byoc_epi *epi) {
     long cg = C / G, mg = M / G, kdim = cg * KH * KW, ohw = OH * OW;
     int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
                     && OH == H && OW == W;
@@ -303,20 +357,18 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
     for (long n = 0; n < N; n++)
         for (long g = 0; g < G; g++) {
             float *yg = y + (n * M + g * mg) * ohw;
-            if (bias)
-                for (long m = 0; m < mg; m++)
-                    for (long j = 0; j < ohw; j++) yg[m * ohw + j] = bias[g * mg + m];
+            byoc_conv_epi ce = {bias ? bias + g * mg : 0, epi};
+            byoc_epi with_bias = {byoc_conv_bias, &ce};
+            const byoc_epi *e = bias ? &with_bias : epi;
             byoc_mat a = {w + g * mg * kdim, kdim, 1};
             const float *ag = wp ? wp + g * mgpad * kdim : 0;
             const float *xg = x + (n * C + g * cg) * H * W;
             if (pointwise) {
                 byoc_mat b = {xg, H * W, 1};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, bias != 0,
-                          ws);
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, e);
             } else {
                 byoc_im2col b = {xg, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_im2col, &b, yg, ohw, bias != 0,
-                          ws);
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_im2col, &b, yg, ohw, 0, ws, e);
             }
         }
 }
@@ -333,7 +385,7 @@ void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, fl
         for (long g = 0; g < G; g++) {
             byoc_mat a = {w + g * cg * rows, 1, rows};
             byoc_mat b = {x + (n * C + g * cg) * hw, hw, 1};
-            byoc_gemm_mat(rows, hw, cg, 1.0f, a, b, cols, hw, 0, scratch);
+            byoc_gemm_mat(rows, hw, cg, 1.0f, a, b, cols, hw, 0, scratch, 0);
             for (long m = 0; m < mg; m++) {
                 float *yc = y + (n * M + g * mg + m) * OH * OW;
                 float b0 = bias ? bias[g * mg + m] : 0.0f;
@@ -440,10 +492,15 @@ static float byoc_sum_sq_dev(const float *x, long n, float mean) {
     for (; i < n; i++) s += (x[i] - mean) * (x[i] - mean);
     return s;
 }
+/* The largest of x[0..n), NaN if any is (as numpy's max). */
 static float byoc_max(const float *x, long n) {
     float m = -INFINITY;
-    for (long i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
+    int nan = 0;
+    for (long i = 0; i < n; i++) {
+        m = x[i] > m ? x[i] : m;
+        nan |= x[i] != x[i];
+    }
+    return nan ? NAN : m;
 }
 """
 
@@ -451,11 +508,16 @@ static float byoc_max(const float *x, long n) {
 _DECLS = r"""
 /* Element (i, j) of a matrix view is p[i * rs + j * cs]. */
 typedef struct { const float *p; long rs, cs; } byoc_mat;
+/* An epilogue fused into a GEMM: fn(c, ldc, row, m, n, ctx) rewrites a finished m x n tile */
+/* of C (rows ldc apart, the first row of C being row) in place; the region generates fn. */
+typedef void (*byoc_epi_fn)(float *c, long ldc, long row, long m, long n, const void *ctx);
+typedef struct { byoc_epi_fn fn; const void *ctx; } byoc_epi;
 void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B, float *C,
-                   long ldc, int accumulate, float *ws);
+                   long ldc, int accumulate, float *ws, const byoc_epi *epi);
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
-                 long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws);
+                 long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
+                 const byoc_epi *epi);
 void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, float *y,
                            long N, long C, long H, long W, long M, long OH, long OW, long KH,
                            long KW, long SH, long SW, long PH, long PW, long DH, long DW, long G,

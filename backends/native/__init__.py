@@ -12,19 +12,33 @@ sit in one workspace laid out by ``byoc.runtime.memory_plan``. It takes what cco
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from byoc.backend import Backend, fewer_than, register_backend
 from byoc.backends.ccompiler.support import supports as _ccompiler_supports
-from byoc.ir import Call
+from byoc.ir import Call, Constant
 
 from .codegen import generate
 from .runtime import NativeRegion, compile_region
+from .shape_values import computes_shape, shape_inputs
 
 NAME = "native"
+_PLACEHOLDER = Constant(np.zeros(0, np.int64))
 
 
 def supports(call: Call) -> bool | str:
-    """True if native takes ``call``, else why not (ccompiler's rules)."""
-    verdict = _ccompiler_supports(call)
+    """True if native takes ``call``, else why not: ccompiler's rules, but a shape input may
+    be computed from shapes (``shape_values``), and so may all of a Range's inputs."""
+    if call.op == "Range":
+        return all(map(computes_shape, call.args)) or \
+            "native: Range's inputs must be computed from shapes and constants"
+    args = list(call.args)
+    for j in shape_inputs(call):
+        if j < len(args) and not isinstance(args[j], Constant) and computes_shape(args[j]):
+            args[j] = _PLACEHOLDER  # a constant once the region is specialized
+    verdict = _ccompiler_supports(dataclasses.replace(call, args=tuple(args)))
     return True if verdict is True else "native: " + verdict.removeprefix("ccompiler: ")
 
 

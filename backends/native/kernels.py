@@ -8,9 +8,14 @@ A kernel is one of:
       %a = Mul(%x, 2.0); %b = Add(%a, %y); %c = Relu(%b)    ->   c[i] = relu(x[i] * 2 + y[j])
 
 - ``epilogue``: a Conv, MatMul or Gemm (ccompiler's GEMM) writing straight into the group's
-  output, then its elementwise epilogue (bias, Relu, Clip, HardSwish, a residual Add) applied
-  in the same kernel over that buffer;
-- ``op``: a single op, by ccompiler's emitter (a group neither shape fits is split into these).
+  output, its elementwise epilogue (bias, Relu, Clip, HardSwish, a residual Add) applied to
+  each tile of the output as the GEMM finishes it (a second loop over the output only where
+  an operand broadcasts in a way the tile cannot follow, or for a depthwise conv);
+- ``reduce``: a reduction whose input is computed by its elementwise prologue as it is read::
+
+      %s = ReduceSum(Mul(%x, %x), axes=[1])   ->   acc += x[i] * x[i]
+
+- ``op``: a single op, by ccompiler's emitter (a group none of these fits is split into these).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 
 from byoc.backends.ccompiler.ops import EMITTERS
 from byoc.backends.ccompiler.ops.elementwise import EXPRESSIONS
+from byoc.backends.ccompiler.ops.reduce import EMITTERS as REDUCTIONS
 from byoc.backends.ccompiler.shapes import Key, key_of, n_outputs
 from byoc.ir import Call, Expr, TensorType
 from byoc.passes.fuse_ops import Group
@@ -28,8 +34,8 @@ EPILOGUE_MASTERS = frozenset({"Conv", "MatMul", "Gemm"})
 
 @dataclass(eq=False)
 class Kernel:
-    kind: str  # ewise, epilogue, op
-    nodes: list[Call]  # topological order; for epilogue, the master first
+    kind: str  # ewise, epilogue, reduce, op
+    nodes: list[Call]  # topological order; for epilogue, the master first; for reduce, last
     outputs: list[Key]  # values read outside the kernel, the root first
     inputs: list[Expr]  # values from outside the kernel, each once (constants included)
 
@@ -64,8 +70,13 @@ def _kind(g: Group, types: dict[Key, TensorType], read_outside: set[Key]) -> str
         if n is not g.root and key_of(n) in read_outside and types[key_of(n)].shape != root_shape:
             return None
     rest = [n for n in g.nodes if n is not g.master]
+    inside = {key_of(n) for n in g.nodes}
     if all(_is_ewise(n) for n in g.nodes):
         return "ewise"
+    if g.root.op in REDUCTIONS and all(_is_ewise(n) for n in rest if n is not g.root) \
+            and g.master is g.root and not any(key_of(n) in read_outside for n in rest) \
+            and g.root.args[0] is not None and key_of(g.root.args[0]) in inside:
+        return "reduce"
     if g.master.op in EPILOGUE_MASTERS and g.master.op in EMITTERS and all(map(_is_ewise, rest)) \
             and types[key_of(g.master)].shape == root_shape and key_of(g.master) not in read_outside \
             and types[key_of(g.master)].dtype == types[key_of(g.root)].dtype == "float32":

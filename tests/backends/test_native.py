@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -96,3 +98,147 @@ def test_declines_say_why():
 
     x = op.var("x", (2, 3), "float64")
     assert supports(op.Relu(x)).startswith("native: ")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.data())
+def test_reduction_takes_its_elementwise_prologue(data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4)))
+    other = _bcast(data.draw, shape)
+    axes = sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1)))
+    reduce = data.draw(st.sampled_from([op.ReduceSum, op.ReduceMean, op.ReduceMax, op.ReduceMin,
+                                        op.ReduceSumSquare, op.ReduceL2]))
+    keepdims = data.draw(st.sampled_from([0, 1]))
+    rng = np.random.default_rng(4)
+    x, y = op.var("x", shape), op.var("y", other)
+    z = reduce(op.Mul(op.Sigmoid(op.Add(x, y)), op.Sub(x, op.const(np.float32(0.25)))),
+               op.const(np.array(axes, np.int64)), keepdims=keepdims)
+    source = _check(Function((x, y), z), {"x": rng.standard_normal(shape).astype(np.float32),
+                                          "y": rng.standard_normal(other).astype(np.float32)},
+                    tol=1e-4)
+    assert source.count("static BYOC_NOINLINE void byoc_k") == 1 and "reduce:" in source
+
+
+def test_a_long_sum_row_is_computed_in_chunks():
+    rng = np.random.default_rng(5)
+    x = op.var("x", (3, 1000))
+    z = op.ReduceMean(op.Mul(x, x), op.const(np.array([1], np.int64)))
+    source = _check(Function((x,), z), {"x": rng.standard_normal((3, 1000)).astype(np.float32)})
+    assert "reduce:" in source and "byoc_sum(chunk" in source
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.data())
+def test_batched_matmul_epilogue_is_applied_per_tile(data):
+    b, m, k, n = (data.draw(st.integers(1, 9)) for _ in range(4))
+    out = (b, m, n)
+    residual = _bcast(data.draw, out)
+    rng = np.random.default_rng(6)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    x, r = op.var("x", (b, m, k)), op.var("r", residual)
+    y = op.Add(op.MatMul(x, op.const(f32(k, n))), op.const(f32(n)))
+    y = op.Relu(op.Add(op.Mul(y, r), op.const(np.float32(0.5))))
+    source = _check(Function((x, r), y), {"x": f32(b, m, k), "r": f32(*residual)}, tol=1e-4)
+    assert "epilogue:" in source
+    # along a row of the GEMM the residual reads one value or consecutive ones: a tile epilogue
+    if len(residual) < 1 or residual[-1] in (1, n) or n == 1:
+        assert "byoc_k0_epi" in source
+
+
+def test_conv_epilogue_runs_in_the_gemm_not_after_it():
+    rng = np.random.default_rng(7)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    x, r = op.var("x", (2, 3, 6, 6)), op.var("r", (2, 5, 6, 6))
+    c = op.Conv(x, op.const(f32(5, 3, 3, 3)), op.const(f32(5)), pads=[1, 1, 1, 1])
+    y = op.Relu(op.Add(op.Mul(c, op.const(f32(5, 1, 1))), r))
+    source = _check(Function((x, r), y), {"x": f32(2, 3, 6, 6), "r": f32(2, 5, 6, 6)}, tol=1e-4)
+    kernel = source[source.index("static BYOC_NOINLINE void byoc_k0"):]
+    assert "byoc_k0_epi" in source and "&epi" in kernel and "for (" not in kernel
+
+
+def test_shapes_computed_in_the_graph_become_constants():
+    """Shape -> Gather -> Concat -> Reshape, Range and Expand over a symbolic dim: all native,
+    one region, respecialized for each input shape."""
+    x = op.var("x", ("n", 6))
+    n = op.Gather(op.Shape(x), op.const(np.array(0, np.int64)))
+    target = op.Concat(op.Unsqueeze(n, op.const(np.array([0], np.int64))),
+                       op.const(np.array([3, 2], np.int64)), axis=0)
+    y = op.Reshape(op.Sigmoid(x), target)
+    pos = op.Cast(op.Range(op.const(np.array(0, np.int64)), n, op.const(np.array(1, np.int64))),
+                  to=1)
+    y = op.Add(y, op.Reshape(pos, op.const(np.array([-1, 1, 1], np.int64))))
+    func = Function((x,), y)
+    from byoc.backends.native import supports
+
+    assert all(supports(c) is True for c in (y, target.args[0], n))
+    mod = IRModule({"main": func.with_attrs(output_names=["out"])})
+    part = byoc.partition(mod, backends=["native"])
+    assert byoc.explain(part) == {}  # nothing left on the host
+    exe, host = byoc.build(part), byoc.build(mod)
+    rng = np.random.default_rng(8)
+    for rows in (2, 5, 2):
+        feeds = {"x": rng.standard_normal((rows, 6)).astype(np.float32)}
+        got, ref = exe.run(feeds)["out"], host.run(feeds)["out"]
+        assert got.shape == ref.shape == (rows, 3, 2)
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+    region = next(exe.external[name] for name in part.functions if name != "main")
+    assert len(region.specializations) == 2
+
+
+def test_nan_and_inf_pass_through_fused_kernels():
+    x = op.var("x", (8,))
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 100.0], np.float32)
+    outs = [op.Mul(f(op.Add(x, op.const(np.float32(0.0)))), op.const(np.float32(1.0)))
+            for f in (op.Relu, op.Sigmoid, op.Tanh, op.Exp, op.Sign, op.Abs)]
+    outs.append(op.ReduceMax(op.Relu(x), op.const(np.array([0], np.int64))))
+    for y in outs:
+        mod = IRModule({"main": Function((x,), y, {"output_names": ["out"]})})
+        got = byoc.build(byoc.partition(mod, backends=["native"])).run({"x": special})["out"]
+        ref = byoc.build(mod).run({"x": special})["out"]
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)  # NaN where NaN, inf where inf
+
+
+def test_a_shape_value_from_the_host_keys_the_specialization():
+    """ReduceProd over int64 stays on the host: the Reshape's target reaches the region as an
+    input, whose value then joins the signature."""
+    x = op.var("x", ("n", 3))
+    size = op.ReduceProd(op.Shape(x), keepdims=1)
+    y = op.Reshape(op.Relu(x), op.Concat(size, op.const(np.array([1], np.int64)), axis=0))
+    mod = IRModule({"main": Function((x,), y, {"output_names": ["out"]})})
+    part = byoc.partition(mod, backends=["native"])
+    assert len(byoc.explain(part)) == 1  # the ReduceProd
+    exe, host = byoc.build(part), byoc.build(mod)
+    rng = np.random.default_rng(9)
+    for rows in (2, 4):
+        feeds = {"x": rng.standard_normal((rows, 3)).astype(np.float32)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a region falling back to the host warns
+            got = exe.run(feeds)["out"]
+        ref = host.run(feeds)["out"]
+        assert got.shape == ref.shape == (rows * 3, 1)
+        np.testing.assert_allclose(got, ref)
+
+
+@pytest.mark.parametrize("n, shared", [(1, False), (2, False), (1, True)])
+def test_concat_inputs_are_written_in_place(n, shared):
+    """A fire module: two convs concatenated on channels. With one image each conv writes its
+    slice of the output; with two the slices are not contiguous, and an input read elsewhere
+    must keep its own buffer: then the Concat copies."""
+    rng = np.random.default_rng(10)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    x = op.var("x", (n, 3, 5, 5))
+    a = op.Relu(op.Conv(x, op.const(f32(4, 3, 1, 1)), op.const(f32(4))))
+    b = op.Relu(op.Conv(x, op.const(f32(6, 3, 3, 3)), op.const(f32(6)), pads=[1, 1, 1, 1]))
+    y = op.Sigmoid(op.Concat(a, b, axis=1))
+    if shared:
+        y = op.Add(y, op.ReduceSum(a, op.const(np.array([1], np.int64))))
+    source = _check(Function((x,), y), {"x": f32(n, 3, 5, 5)}, tol=1e-4)
+    assert ("its inputs were written in place" in source) == (n == 1 and not shared)
+
+
+def test_a_concat_of_concats():
+    rng = np.random.default_rng(11)
+    x = op.var("x", (4, 3))
+    inner = op.Concat(op.Relu(x), op.Neg(x), axis=0)
+    y = op.Concat(inner, op.Sigmoid(x), axis=0)
+    _check(Function((x,), y), {"x": rng.standard_normal((4, 3)).astype(np.float32)})

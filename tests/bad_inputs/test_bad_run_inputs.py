@@ -202,10 +202,10 @@ OTHER = {"Softmax": {"axis": -1}, "ReduceSum": {}, "ReduceMean": {}, "ReduceMax"
          "MaxPool": {"kernel_shape": [2, 2]}, "GlobalMaxPool": {}, "LayerNormalization": {},
          "Add": {}, "Mul": {}, "Div": {}, "Max": {}, "Min": {}, "MatMul": {}, "Pow": {}}
 BINARY = {"Add", "Mul", "Div", "Max", "Min", "MatMul", "Pow"}
-# The C backend's math turns NaN (and Inf) into numbers: byoc_expf clamps its argument first
-# (NaN becomes 88.38, so exp(NaN) and exp(inf) are 2.4e38), Relu is `x > 0 ? x : 0`, Sign
-# compares, ReduceMax/Min fold with `v > acc ? v : acc`. See the report of issue 9.
-CCOMPILER_NAN_BUGS: dict[str, str] = {}  # all fixed: NaN and inf propagate (issue 7)
+# The C backend's ops whose math still turns NaN (or Inf) into numbers, each with its cause;
+# each runs here as a strict xfail until fixed. (Once exp's clamp, Relu's and Sign's compares
+# and ReduceMax/Min's `v > acc ? v : acc` did; issue 7 fixed them.)
+CCOMPILER_NAN_BUGS: dict[str, str] = {}
 # Where byoc's host kernels chose otherwise than onnxruntime, on purpose: a max over a window
 # holding NaN is NaN (as ReduceMax, Max and ONNX's reference say); onnxruntime's MaxPool skips it.
 HOST_DIVERGENCES = {"MaxPool", "GlobalMaxPool"}

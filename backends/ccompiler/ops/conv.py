@@ -25,7 +25,10 @@ def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[
             *w2.strides, *w2.begin, *w2.dilations]
 
 
-def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
+              epilogue: str = "0") -> bool:
+    """A GEMM conv takes ``epilogue`` (as MatMul does, ``linalg.py``); a depthwise one does
+    not (returns False: the caller applies it after)."""
     x, w, out = ins[0], ins[1], outs[0]
     bias = ins[2] if len(ins) > 2 else None
     assert x is not None and w is not None
@@ -37,7 +40,7 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     taps = dims[7] * dims[8]
     if cg == 1 and taps <= MAX_TAPS:
         emit_depthwise(ctx, x, w, bias, out, dims)
-        return
+        return False
     ctx.need("conv")
     ws = ctx.scratch(4 * runtime_c.gemm_scratch(mg, dims[5] * dims[6], cg * taps))
     packed = "0"
@@ -46,7 +49,8 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     args = ", ".join(str(d) for d in dims)
     b = bias.ptr if bias is not None else "0"
     ctx.src.line(f"byoc_conv2d({x.ptr}, {w.ptr}, {packed}, {b}, {out.ptr}, {args}, {groups}, "
-                 f"{ws});")
+                 f"{ws}, {epilogue});")
+    return True
 
 
 def emit_conv_transpose(ctx: Emit, call: Call, ins: list[Tensor | None],

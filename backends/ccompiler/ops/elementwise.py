@@ -63,6 +63,11 @@ def _softplus(x: str) -> str:
     return f"({x} > 20.0f ? {x} : log1pf(byoc_expf({x})))"
 
 
+def _sign(call: Call, x: list[str], dtype: str) -> str:
+    sign = f"(({x[0]} > {_zero(dtype)}) - ({x[0]} < {_zero(dtype)}))"
+    return f"({x[0]} != {x[0]} ? {x[0]} : {sign})" if _is_float(dtype) else sign  # NaN stays
+
+
 def _fold(op: str) -> Expr:
     def fold(call: Call, x: list[str], dtype: str) -> str:
         out = x[0]
@@ -102,10 +107,10 @@ def _b(template: str) -> Expr:
 
 
 EXPRESSIONS: dict[str, Expr] = {
-    "Abs": _u("({x} < {z} ? -{x} : {x})"),
+    "Abs": lambda c, x, d: f"fabsf({x[0]})" if _is_float(d) else f"({x[0]} < 0 ? -{x[0]} : {x[0]})",
     "Neg": _u("-{x}"),
-    "Relu": _u("({x} > {z} ? {x} : {z})"),
-    "Sign": _u("(({x} > {z}) - ({x} < {z}))"),
+    "Relu": _u("({x} < {z} ? {z} : {x})"),  # a NaN is not < 0: it passes, as in onnxruntime
+    "Sign": _sign,
     "Exp": _u("byoc_expf({x})"),
     "Log": _u("logf({x})"),
     "Sqrt": _u("sqrtf({x})"),
@@ -176,7 +181,7 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
     operands = [(k, t) for k, t in enumerate(ins) if t is not None]
     loaded = [t for _, t in operands if t.scalar() is None]
     views = [(0, out.strides)] + [(0, broadcast_strides(t.shape, out.shape)) for t in loaded]
-    expr_of = _expression(call, ins, out)
+    expr_of = expression(call, ins, out)
     with loop_nest(src, out.shape, views) as index:
         names: dict[int, str] = {}
         n = 0
@@ -192,7 +197,8 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
         src.line(f"{out.ptr}[{index[0]}] = {expr_of(xs)};")
 
 
-def _expression(call: Call, ins: list[Tensor | None], out: Tensor) -> Callable[[list[str]], str]:
+def expression(call: Call, ins: list[Tensor | None], out: Tensor) -> Callable[[list[str]], str]:
+    """The C of ``call`` over its operands' expressions (for one element of ``out``)."""
     op = call.op
     # The dtype an expression computes in: its first operand's, but the output's for Where
     # (whose first operand is the bool condition) and Cast (which converts to it).

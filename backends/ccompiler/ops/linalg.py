@@ -1,4 +1,9 @@
-"""MatMul (numpy batching) and Gemm, on the packed GEMM of ``runtime_c``."""
+"""MatMul (numpy batching) and Gemm, on the packed GEMM of ``runtime_c``.
+
+Both take an optional ``epilogue``: a C expression of type ``const byoc_epi *`` that the GEMM
+runs on each finished tile of the output (native fuses elementwise ops this way); they return
+True when it was passed on.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ def _scratch(ctx: Emit, m: int, n: int, k: int) -> str:
     return ctx.scratch(4 * runtime_c.gemm_scratch(m, n, k))
 
 
-def emit_matmul(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+def emit_matmul(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
+                epilogue: str = "0") -> bool:
     a, b, out = ins[0], ins[1], outs[0]
     assert a is not None and b is not None
     ctx.need("gemm")
@@ -33,18 +39,21 @@ def emit_matmul(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
         rows = int(np.prod(batch, dtype=np.int64)) * m
         ws = _scratch(ctx, rows, n, k)
         src.line(f"byoc_gemm_mat({rows}, {n}, {k}, 1.0f, (byoc_mat){{{a.ptr}, {k}, 1}}, "
-                 f"(byoc_mat){{{b.ptr}, {n}, 1}}, {out.ptr}, {n}, 0, {ws});")
-        return
+                 f"(byoc_mat){{{b.ptr}, {n}, 1}}, {out.ptr}, {n}, 0, {ws}, {epilogue});")
+        return True
     ws = _scratch(ctx, m, n, k)
     views = [(0, [s * m * k for s in broadcast_strides(a_batch, batch)]),
              (0, [s * k * n for s in broadcast_strides(b_batch, batch)]),
              (0, [s * m * n for s in contiguous_strides(batch)])]
     with loop_nest(src, batch, views, var="b") as (ia, ib, io):
         src.line(f"byoc_gemm_mat({m}, {n}, {k}, 1.0f, (byoc_mat){{{a.ptr} + {ia}, {k}, 1}}, "
-                 f"(byoc_mat){{{b.ptr} + {ib}, {n}, 1}}, {out.ptr} + {io}, {n}, 0, {ws});")
+                 f"(byoc_mat){{{b.ptr} + {ib}, {n}, 1}}, {out.ptr} + {io}, {n}, 0, {ws}, "
+                 f"{epilogue});")
+    return True
 
 
-def emit_gemm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+def emit_gemm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
+              epilogue: str = "0") -> bool:
     a, b, out = ins[0], ins[1], outs[0]
     c = ins[2] if len(ins) > 2 else None
     assert a is not None and b is not None
@@ -70,7 +79,8 @@ def emit_gemm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
             src.line(f"{out.ptr}[{index[0]}] = {scale}{value};")
     ws = _scratch(ctx, m, n, k)
     src.line(f"byoc_gemm_mat({m}, {n}, {k}, {float_literal(alpha)}, {a_mat}, {b_mat}, "
-             f"{out.ptr}, {n}, {int(accumulate)}, {ws});")
+             f"{out.ptr}, {n}, {int(accumulate)}, {ws}, {epilogue});")
+    return True
 
 
 EMITTERS = {"MatMul": emit_matmul, "Gemm": emit_gemm}
