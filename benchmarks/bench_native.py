@@ -1,4 +1,4 @@
-"""native vs onnxruntime, 1 thread, side by side; an 8-op elementwise chain vs numpy vs copy;
+"""native vs onnxruntime, 1 thread, side by side; two 8-op elementwise chains vs numpy vs copy;
 GEMM GFLOP/s of native's C vs numpy's OpenBLAS vs onnxruntime; and each model's memory plan.
 
     python benchmarks/bench_native.py [model ...]
@@ -60,37 +60,78 @@ def models(names: list[str]) -> None:
               f"{p.naive_bytes / 2**20:.2f}", flush=True)
 
 
+# Two 8-op chains, each as ONNX ops and as numpy ops: one with Sigmoid in it, whose exp and
+# division make the fused loop compute-bound, and one of plain arithmetic, which is bound by
+# memory bandwidth as a copy is.
+_C = np.float32(1.0001)
+CHAINS = {
+    "with Sigmoid": (
+        [lambda y: op.Mul(y, op.const(_C)), op.Relu, lambda y: op.Mul(y, op.const(_C)), op.Neg,
+         lambda y: op.Mul(y, op.const(_C)), op.Abs, lambda y: op.Mul(y, op.const(_C)),
+         op.Sigmoid],
+        [lambda z: z * _C, lambda z: np.maximum(z, 0), lambda z: z * _C, np.negative,
+         lambda z: z * _C, np.abs, lambda z: z * _C, lambda z: 1 / (1 + np.exp(-z))]),
+    "arithmetic": (
+        [lambda y: op.Mul(y, op.const(_C)), lambda y: op.Add(y, op.const(np.float32(0.5))),
+         op.Relu, op.Neg, op.Abs, lambda y: op.Sub(y, op.const(np.float32(0.25))),
+         lambda y: op.Min(y, op.const(np.float32(3.0))), lambda y: op.Mul(y, op.const(_C))],
+        [lambda z: z * _C, lambda z: z + np.float32(0.5), lambda z: np.maximum(z, 0),
+         np.negative, np.abs, lambda z: z - np.float32(0.25),
+         lambda z: np.minimum(z, np.float32(3.0)), lambda z: z * _C]),
+}
+
+
 def chain() -> None:
+    """Each chain on 16M floats: fused end to end, the caller dropping each result (run() then
+    reuses its 64 MB output: the region holds the only reference) or keeping it (a fresh array
+    each run, whose first touch costs page faults); the fused kernel alone (into an existing
+    array); numpy op by op. As shares of a copy of the same bytes into an existing array
+    (np.copyto) and, for results kept, into a new one (a.copy(), their counterpart)."""
+    from byoc.backends.native import compile_region
+
     n = 16 << 20
-    x = op.var("x", (n,))
-    y = x
-    for k in range(8):  # Mul, Relu, Mul, Neg, Mul, Abs, Mul, Sigmoid
-        y = [op.Relu, op.Neg, op.Abs, op.Sigmoid][k // 2](y) if k % 2 else \
-            op.Mul(y, op.const(np.float32(1.0001)))
-    func = Function((x,), y, {"output_names": ["y"]})
-    exe = byoc.build(byoc.partition(IRModule({"main": func}), backends=["native"]))
     a = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     out = np.empty_like(a)
-
-    unary = [lambda z: np.maximum(z, 0), np.negative, np.abs, lambda z: 1 / (1 + np.exp(-z))]
-
-    def numpy_chain():
-        z = a
-        for k in range(8):
-            z = unary[k // 2](z) if k % 2 else z * np.float32(1.0001)
-        return z
-
-    t_fused, t_copy, t_new = _best_of(lambda: exe.run({"x": a}), lambda: np.copyto(out, a),
-                                      a.copy, repeat=7)
-    t_numpy = _best(numpy_chain, 3)
+    t_copy, t_new = _best_of(lambda: np.copyto(out, a), a.copy, repeat=7)
     gbs = lambda t: 2 * a.nbytes / t / 1e9  # noqa: E731 (read + write of 64 MB)
-    print(f"8-op chain on 16M floats: fused {t_fused * 1e3:.1f} ms ({gbs(t_fused):.1f} GB/s), "
-          f"numpy op by op {t_numpy * 1e3:.1f} ms, copy {t_copy * 1e3:.1f} ms "
-          f"({gbs(t_copy):.1f} GB/s): fused at {t_copy / t_fused:.0%} of copy bandwidth")
-    # run() returns a new array, whose first touch (the kernel zeroing 64 MB) a copy into an
-    # existing one does not pay: the same comparison against a copy into a new array
-    print(f"  copy into a new array (a.copy()) {t_new * 1e3:.1f} ms: fused at "
-          f"{t_new / t_fused:.0%} of it")
+    print(f"8-op chains on 16M floats; copy into an existing array {t_copy * 1e3:.1f} ms "
+          f"({gbs(t_copy):.1f} GB/s), into a new one (a.copy()) {t_new * 1e3:.1f} ms")
+    for name, (onnx_ops, numpy_ops) in CHAINS.items():
+        x = op.var("x", (n,))
+        y = x
+        for f in onnx_ops:
+            y = f(y)
+        func = Function((x,), y, {"output_names": ["y"]})
+        part = byoc.partition(IRModule({"main": func}), backends=["native"])
+        exe = byoc.build(part)
+        (region,) = (f for name_, f in part.functions.items() if name_ != "main")
+        kernel = compile_region(region).variant([a])
+
+        def numpy_chain():
+            z = a
+            for f in numpy_ops:
+                z = f(z)
+            return z
+
+        ref = numpy_chain()
+        got = exe.run({"x": a})["y"]
+        assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max(), f"{name} chain is wrong"
+        held: list = [None]
+
+        def kept():
+            held[0] = exe.run({"x": a})  # the last result still held while this one runs
+
+        # not interleaved with the others: a result they dropped is one kept() could reuse
+        t_kept = _best(kept, 7)
+        held[0] = None
+        t_fused, t_kernel = _best_of(lambda: exe.run({"x": a}),
+                                     lambda: kernel.run_into([a], [out]), repeat=7)
+        t_numpy = _best(numpy_chain, 3)
+        print(f"  {name:13} end to end {t_fused * 1e3:5.1f} ms ({t_copy / t_fused:4.0%} of copy);"
+              f" results kept {t_kept * 1e3:5.1f} ms ({t_copy / t_kept:4.0%} of copy, "
+              f"{t_new / t_kept:4.0%} of a.copy()); kernel alone {t_kernel * 1e3:5.1f} ms "
+              f"({t_copy / t_kernel:4.0%} of copy); numpy op by op {t_numpy * 1e3:.0f} ms",
+              flush=True)
 
 
 GEMM_SIZES = [(64, 768, 768), (128, 3072, 768), (128, 768, 3072), (512, 512, 512),

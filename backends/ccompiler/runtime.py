@@ -6,15 +6,18 @@
 The first call with given shapes and dtypes generates C for them, builds it (or finds it in the
 cache) and keeps it; later calls with the same signature go straight to C. Arrays are passed
 with ``ffi.from_buffer`` (made C-contiguous first, without a copy when they are); outputs are
-allocated with numpy and filled by C; the workspace is reused from call to call.
+allocated with numpy and filled by C; the workspace is reused from call to call, and so is a
+large output once nothing but the region refers to it (``_Recycler``).
 A region the generator cannot specialize for some shapes runs on the host for those, with a
 warning; a C compile error is raised (``byoc.codegen.CompileError``).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -33,6 +36,65 @@ Signature = tuple[tuple[tuple[int, ...], np.dtype], ...]
 
 def _decl(dtype: str) -> str:
     return c_type(dtype) + "[]"
+
+
+class _Recycler:
+    """The outputs of at least ``min_bytes`` of the last call, handed out again once nothing
+    else refers to them. A fresh array costs its page faults when first written (about 4 ms for
+    64 MB, half of the 8-op chain's time), and malloc maps arrays that big anew on every call;
+    an array only this holds (no reference, view or weak reference elsewhere) is one no caller
+    can see being reused. The count such an array shows is measured, not assumed.
+
+    What all regions keep between calls is capped (``budget``, process-wide): a model of many
+    regions must not hold every big intermediate alive, undoing the executor's frees."""
+
+    min_bytes = 1 << 20
+    budget = 1 << 26  # 64 MiB: one 16M-float output
+    _held = 0  # bytes kept by all recyclers, under _budget_lock
+    _budget_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._kept: list[np.ndarray | None] = []
+        self._kept_bytes = 0
+        self._lock = threading.Lock()
+        self._alone = self._count([np.empty(0)], 0)
+
+    @staticmethod
+    def _count(kept: list, k: int) -> int:
+        return sys.getrefcount(kept[k])
+
+    def outputs(self, specs: Sequence[tuple[tuple[int, ...], np.dtype, str]]) -> list[np.ndarray]:
+        with self._lock:  # a concurrent call finds nothing kept and allocates
+            kept, self._kept = self._kept, []
+            self._release()
+        outs = []
+        for k, (shape, dtype, _) in enumerate(specs):
+            if (k < len(kept) and kept[k] is not None and self._count(kept, k) == self._alone
+                    and not weakref.getweakrefcount(kept[k])):
+                outs.append(kept[k])
+            else:
+                outs.append(np.empty(shape, dtype))
+        return outs
+
+    def keep(self, outs: Sequence[np.ndarray]) -> None:
+        big = [o if o.nbytes >= self.min_bytes else None for o in outs]
+        size = sum(o.nbytes for o in big if o is not None)
+        if not size:
+            return
+        with self._lock, _Recycler._budget_lock:
+            if _Recycler._held - self._kept_bytes + size > self.budget:
+                return  # over the cap: these are freed as usual
+            _Recycler._held += size - self._kept_bytes
+            self._kept, self._kept_bytes = big, size
+
+    def __del__(self) -> None:  # a region dropped with outputs kept: their bytes come back
+        self._release()
+
+    def _release(self) -> None:
+        """Forget what is kept (under self._lock) and give its bytes back to the budget."""
+        with _Recycler._budget_lock:
+            _Recycler._held -= self._kept_bytes
+        self._kept_bytes = 0
 
 
 class Specialization:
@@ -54,11 +116,20 @@ class Specialization:
         self._outs = [(tuple(t.shape), np.dtype(t.dtype), _decl(t.dtype))
                       for t in generated.out_types]
         self._spare: list[tuple[np.ndarray, object]] = []
+        self._recycler = _Recycler()
         self._lock = threading.Lock()
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        outs = self._recycler.outputs(self._outs)
+        result = self.run_into(arrays, outs)
+        self._recycler.keep(outs)
+        return result
+
+    def run_into(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray]
+                 ) -> tuple[np.ndarray, ...]:
+        """The call into given C-contiguous outputs of the right shapes and dtypes (the
+        benchmarks time the kernel alone this way, without a fresh array's page faults)."""
         ptr = self._ffi.from_buffer
-        outs = [np.empty(shape, dtype) for shape, dtype, _ in self._outs]
         with self._lock:  # one workspace per concurrent call, reused afterwards
             ws = self._spare.pop() if self._spare else self._workspace()
         try:
@@ -106,10 +177,14 @@ class CompiledRegion:
     def __call__(self, *arrays) -> tuple[np.ndarray, ...]:
         # np.asarray(order="C") rather than ascontiguousarray, which makes a 0-d array 1-d.
         arrays = tuple(np.asarray(a, order="C") for a in arrays)
+        return self.variant(arrays)(arrays)
+
+    def variant(self, arrays: Sequence[np.ndarray]) -> Callable[[Sequence[np.ndarray]], tuple]:
+        """What runs these (C-contiguous) arrays: a ``Specialization``, built on first use, or
+        the host's fallback."""
         sig = tuple((a.shape, a.dtype) for a in arrays)
         key = (sig, *(arrays[k].tobytes() for k in self._by_value)) if self._by_value else sig
-        variant = self._variants.get(key) or self._specialize(sig, key, arrays)
-        return variant(arrays)
+        return self._variants.get(key) or self._specialize(sig, key, arrays)
 
     @property
     def specializations(self) -> list[Generated]:

@@ -6,9 +6,9 @@ tanh, erf, vector sums) are pasted into each region that asks for them (``render
 they inline into its loops. All of it is byoc's own C and takes no string from a model.
 
 The GEMM is the classic BLIS shape: B is packed into NR-wide panels (from a strided matrix, or
-straight from a conv's input, which is im2col without the buffer), A into MR-tall panels with
-alpha folded in, and a 6 x 2*VW micro-kernel keeps its accumulators in vector registers (GCC
-vector extensions: AVX when compiled for it, SSE or NEON otherwise).
+from a zero-padded copy of a conv's input, which is im2col without its buffer), A into MR-tall
+panels with alpha folded in, and a 6 x 2*VW micro-kernel keeps its accumulators in vector
+registers (GCC vector extensions: AVX when compiled for it, SSE or NEON otherwise).
 """
 
 from __future__ import annotations
@@ -33,31 +33,34 @@ _VEC = r"""
 typedef float byoc_vf __attribute__((vector_size(4 * BYOC_VW), aligned(4), may_alias));
 """
 
-# Cephes-style exp: x = n ln2 + r, a degree-6 polynomial in r (about 1 ulp), 2^n built in the
-# exponent bits. Written without branches or libm calls (and compiled with -fno-trapping-math)
-# so that loops calling it vectorize; nor clamps: out of range, the arithmetic may give garbage,
-# which the two selects at the end replace. NaN and +-inf come out as expf gives them: a NaN
-# is carried by the polynomial and passes both selects; past ln(FLT_MAX) the result is inf;
-# below exp(-86.6) ~ 2.5e-38 it is 0 (expf would give a denormal there).
+# exp: x = n ln2 + r, a degree-5 polynomial in r (minimax-fitted, relative error under 2e-7:
+# a degree fewer than Cephes' for a few ulp), 2^n built in the exponent bits. Written without
+# branches or libm calls (and compiled with -fno-trapping-math) so that loops calling it
+# vectorize; nor clamps: out of range, the arithmetic may give garbage, which the two selects
+# at the end replace. NaN and +-inf come out as expf gives them: a NaN is carried by the
+# polynomial and passes both selects; past ln(FLT_MAX) the result is inf; below exp(-86.6)
+# ~ 2.5e-38 it is 0 (expf would give a denormal there). In a fused chain this is the cost
+# (the loop is bound by its instruction count), hence every operation saved.
 _MATH = r"""
 static inline float byoc_expf(float x) {
-    /* n = round(x / ln2) in the low bits of t (adding 1.5 * 2^23 rounds to an integer) */
-    float t = x * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
+    /* n = round(x / ln2) in the low bits of t (adding 1.5 * 2^23 rounds to an integer); */
+    /* the extra 126 puts n + 126 there, the exponent field of 2^(n-1): scale is a shift. */
+    float t = x * 1.44269504088896341f + 12583038.0f;
+    float n = t - 12583038.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
+    /* 2 e^r, coefficients doubled: scale is 2^(n-1), a normal number for n in [-125, 128]. */
+    float p = 1.66148301e-2f;
+    p = p * r + 8.38320777e-2f;
+    p = p * r + 3.33348602e-1f;
+    p = p * r + 9.99977767e-1f;
+    p = p * r + 1.99999952f;
+    p = p * r + 2.00000024f;
     int32_t bits;
     memcpy(&bits, &t, sizeof bits);
-    bits = (bits + 126) << 23; /* 2^(n-1): a normal number for n in [-125, 128] */
+    bits <<= 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    float e = (p + p) * scale;
+    float e = p * scale;
     e = x > 88.72283935546875f ? INFINITY : e;
     return x < -86.6f ? 0.0f : e;
 }
@@ -91,7 +94,7 @@ _GEMM = r"""
 #define BYOC_KC 256
 #define BYOC_MC 72
 #define BYOC_NC 1024
-#define BYOC_KW_TABLE 8
+#define BYOC_EPI_W (4 * BYOC_NR)
 
 /* Writes rows k0..k0+kc, columns j0..j0+nc of B as NR-wide panels, zero-padded. */
 typedef void (*byoc_pack_fn)(const void *src, long k0, long kc, long j0, long nc, float *bp);
@@ -180,7 +183,7 @@ static float byoc_dot(const float *a, const float *b, long n) {
 
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
 /* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
-/* epi (or 0) runs on each tile of C once its last K block is stored, while it is in L1. */
+/* epi (or 0) runs on each mc x BYOC_EPI_W tile of C once its last K block is stored, in cache. */
 static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                       const float *apacked, byoc_pack_fn pack, const void *bsrc, float *C,
                       long ldc, int accumulate, float *ws, const byoc_epi *epi) {
@@ -202,15 +205,20 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                 long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
                 const float *a = apacked ? apacked + pc * mpad + ic * kc : ap;
                 if (!apacked) byoc_pack_a(A, ic, mc, pc, kc, alpha, ap);
-                for (long jr = 0; jr < nc; jr += BYOC_NR) {
-                    long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
-                    for (long ir = 0; ir < mc; ir += BYOC_MR) {
-                        long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                        float *c = C + (ic + ir) * ldc + jc + jr;
-                        byoc_ukernel(kc, a + ir * kc, bp + jr * kc, c, ldc, m, n,
-                                     accumulate || pc > 0);
-                        if (epi && pc + kc == K) epi->fn(c, ldc, ic + ir, m, n, epi->ctx);
+                /* the epilogue takes mc x BYOC_EPI_W tiles: still in cache, but few calls */
+                for (long je = 0; je < nc; je += BYOC_EPI_W) {
+                    long jend = nc - je < BYOC_EPI_W ? nc : je + BYOC_EPI_W;
+                    for (long jr = je; jr < jend; jr += BYOC_NR) {
+                        long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
+                        for (long ir = 0; ir < mc; ir += BYOC_MR) {
+                            long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                            byoc_ukernel(kc, a + ir * kc, bp + jr * kc,
+                                         C + (ic + ir) * ldc + jc + jr, ldc, m, n,
+                                         accumulate || pc > 0);
+                        }
                     }
+                    if (epi && pc + kc == K)
+                        epi->fn(C + ic * ldc + jc + je, ldc, ic, mc, jend - je, epi->ctx);
                 }
             }
         }
@@ -247,82 +255,76 @@ void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
 """
 
 _CONV = r"""
-/* A conv's input seen as the im2col matrix B[(c, kh, kw)][(oh, ow)], never materialized. */
+/* A conv's input copied once with its zero border (xp: [C][HP][WP], then BYOC_PAD_SLACK
+   floats), so that every run im2col reads is whole and in bounds. */
+#define BYOC_PAD_SLACK (2 * BYOC_NR)
+#if BYOC_VW == 8
+typedef int byoc_vi __attribute__((vector_size(32)));
+#define BYOC_EVEN ((byoc_vi){0, 2, 4, 6, 8, 10, 12, 14})
+#else
+typedef int byoc_vi __attribute__((vector_size(16)));
+#define BYOC_EVEN ((byoc_vi){0, 2, 4, 6})
+#endif
 typedef struct {
-    const float *x;
-    long H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW;
-} byoc_im2col;
+    const float *xp;
+    long HP, WP, KH, KW, SH, SW, DH, DW, OW;
+} byoc_padded;
 
-/* The range [lo, hi) of outputs o for which o * s + off lands inside [0, n). */
-static inline void byoc_valid(long n, long s, long off, long count, long *lo, long *hi) {
-    long a, b;
-    if (s == 1) { /* the common case, without the divisions (this runs per packed row) */
-        a = off < 0 ? -off : 0;
-        b = n - off < 0 ? 0 : n - off;
-    } else {
-        a = off < 0 ? (-off + s - 1) / s : 0;
-        b = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1;
-    }
-    *lo = a < count ? a : count;
-    *hi = b < count ? b : count;
-    if (*hi < *lo) *hi = *lo;
+static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long PW, long HP,
+                           long WP, float *xp) {
+    for (long c = 0; c < C; c++)
+        for (long r = 0; r < HP; r++) {
+            float *d = xp + (c * HP + r) * WP;
+            long ih = r - PH;
+            if (ih < 0 || ih >= H) {
+                memset(d, 0, sizeof(float) * WP);
+                continue;
+            }
+            const float *s = x + (c * H + ih) * W;
+            for (long q = 0; q < WP; q++) {
+                long iw = q - PW;
+                d[q] = iw >= 0 && iw < W ? s[iw] : 0.0f;
+            }
+        }
+    memset(xp + C * HP * WP, 0, sizeof(float) * BYOC_PAD_SLACK);
 }
 
-static void byoc_pack_b_im2col(const void *src, long k0, long kc, long j0, long nc, float *bp) {
-    const byoc_im2col *v = (const byoc_im2col *)src;
-    const long khw = v->KH * v->KW, hw = v->H * v->W;
-    /* A panel's NR output positions lie on one or a few output rows: per row segment, the
-       input it reads for one (c, kh, kw) is one strided run, padded with zeros at the edges. */
-    long seg_lane[BYOC_NR + 1], seg_ih[BYOC_NR], seg_iw[BYOC_NR];
-    /* each segment's valid lanes per kw, worked out once per panel rather than per row */
-    long seg_lo[BYOC_NR][BYOC_KW_TABLE], seg_hi[BYOC_NR][BYOC_KW_TABLE];
-    const int table = v->KW <= BYOC_KW_TABLE;
+/* Packs B of a conv's GEMM, the im2col matrix B[(c, kh, kw)][(oh, ow)], from the padded input
+   (im2col without its buffer). A panel's NR output positions lie on one or a few output rows:
+   per (c, kh, kw), each row segment of a panel is one whole vector copy at stride 1 or 2
+   (later segments' copies overwrite the lanes an earlier one overran; the last one's overrun
+   lands past the row, in what is packed next or in the scratch's slack), an exact strided
+   copy otherwise. */
+static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long nc, float *bp) {
+    const byoc_padded *v = (const byoc_padded *)src;
+    const long khw = v->KH * v->KW, plane = v->HP * v->WP, sw = v->SW;
+    long seg_lane[BYOC_NR + 1], seg_at[BYOC_NR];
     for (long jp = 0; jp < nc; jp += BYOC_NR) {
         long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR, segs = 0;
         for (long l = 0; l < n;) {
             long j = j0 + jp + l, oh = j / v->OW, ow = j % v->OW;
-            long len = v->OW - ow < n - l ? v->OW - ow : n - l;
             seg_lane[segs] = l;
-            seg_ih[segs] = oh * v->SH - v->PH;
-            seg_iw[segs] = ow * v->SW - v->PW;
-            segs++;
-            l += len;
+            seg_at[segs++] = oh * v->SH * v->WP + ow * sw;
+            l += v->OW - ow < n - l ? v->OW - ow : n - l;
         }
         seg_lane[segs] = n;
-        for (long g = 0; table && g < segs; g++)
-            for (long q = 0; q < v->KW; q++)
-                byoc_valid(v->W, v->SW, seg_iw[g] + q * v->DW, seg_lane[g + 1] - seg_lane[g],
-                           &seg_lo[g][q], &seg_hi[g][q]);
         long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
         float *d = bp + jp * kc;
         for (long k = 0; k < kc; k++, d += BYOC_NR) {
-            const float *xc = v->x + c * hw;
+            const float *xr = v->xp + c * plane + kh * v->DH * v->WP + kw * v->DW;
             for (long g = 0; g < segs; g++) {
-                long l0 = seg_lane[g], len = seg_lane[g + 1] - l0;
-                long ih = seg_ih[g] + kh * v->DH, iw = seg_iw[g] + kw * v->DW, lo, hi;
-                float *dl = d + l0;
-                if (ih < 0 || ih >= v->H) {
-                    for (long l = 0; l < len; l++) dl[l] = 0.0f;
-                    continue;
-                }
-                if (table) {
-                    lo = seg_lo[g][kw];
-                    hi = seg_hi[g][kw];
+                const float *s = xr + seg_at[g];
+                float *dl = d + seg_lane[g];
+                if (sw == 1) {
+                    *(byoc_vf *)dl = *(const byoc_vf *)s;
+                    *(byoc_vf *)(dl + BYOC_VW) = *(const byoc_vf *)(s + BYOC_VW);
+                } else if (sw == 2) { /* the even lanes of two vectors, twice */
+                    const byoc_vf *sv = (const byoc_vf *)s;
+                    *(byoc_vf *)dl = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
+                    *(byoc_vf *)(dl + BYOC_VW) = __builtin_shuffle(sv[2], sv[3], BYOC_EVEN);
                 } else {
-                    byoc_valid(v->W, v->SW, iw, len, &lo, &hi);
+                    for (long l = 0; l < seg_lane[g + 1] - seg_lane[g]; l++) dl[l] = s[l * sw];
                 }
-                const float *xr = xc + ih * v->W + iw;
-                if (v->SW == 1 && lo == 0 && hi == BYOC_NR) { /* a whole panel row at once */
-                    *(byoc_vf *)dl = *(const byoc_vf *)xr;
-                    *(byoc_vf *)(dl + BYOC_VW) = *(const byoc_vf *)(xr + BYOC_VW);
-                    continue;
-                }
-                for (long l = 0; l < lo; l++) dl[l] = 0.0f;
-                if (v->SW == 1)
-                    for (long l = lo; l < hi; l++) dl[l] = xr[l];
-                else
-                    for (long l = lo; l < hi; l++) dl[l] = xr[l * v->SW];
-                for (long l = hi; l < len; l++) dl[l] = 0.0f;
             }
             for (long l = n; l < BYOC_NR; l++) d[l] = 0.0f;
             if (++kw == v->KW) { kw = 0; if (++kh == v->KH) { kh = 0; c++; } }
@@ -345,7 +347,8 @@ static void byoc_conv_bias(float *c, long ldc, long row, long m, long n, const v
 }
 
 /* y = conv(x, w) + bias over NCHW; groups G. wp: each group's weights packed (pack_a in
-   runtime_c.py), or 0. ws: byoc_gemm scratch floats. epi (or 0): the region's epilogue. */
+   runtime_c.py), or 0. ws: conv_scratch floats (the padded input, then byoc_gemm's scratch).
+   epi (or 0): the region's epilogue. */
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
                  long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
@@ -354,6 +357,10 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
     int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
                     && OH == H && OW == W;
     long mgpad = (mg + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
+    /* a padded copy of each image's group, made once, spares the packer its bounds checks */
+    long HP = (OH - 1) * SH + (KH - 1) * DH + 1, WP = (OW - 1) * SW + (KW - 1) * DW + 1;
+    float *xp = ws;
+    if (!pointwise) ws += (cg * HP * WP + BYOC_PAD_SLACK + 15) / 16 * 16;
     for (long n = 0; n < N; n++)
         for (long g = 0; g < G; g++) {
             float *yg = y + (n * M + g * mg) * ohw;
@@ -367,8 +374,9 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
                 byoc_mat b = {xg, H * W, 1};
                 byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, e);
             } else {
-                byoc_im2col b = {xg, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OW};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_im2col, &b, yg, ohw, 0, ws, e);
+                byoc_pad_input(xg, cg, H, W, PH, PW, HP, WP, xp);
+                byoc_padded b = {xp, HP, WP, KH, KW, SH, SW, DH, DW, OW};
+                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_padded, &b, yg, ohw, 0, ws, e);
             }
         }
 }
@@ -564,7 +572,21 @@ def pack_a(a: np.ndarray, groups: int = 1) -> np.ndarray:
 
 
 def gemm_scratch(m: int, n: int, k: int) -> int:
-    """Floats of scratch byoc_gemm needs for an M x N x K product (packed A and B)."""
+    """Floats of scratch byoc_gemm needs for an M x N x K product (packed A and B, and NR
+    floats of slack that byoc_pack_b_padded may write past the last panel)."""
     kc = min(k, KC)
     a = ((MC + MR) * kc + 15) // 16 * 16
-    return a + kc * (min(n, NC) + NR)
+    return a + kc * (min(n, NC) + NR) + NR
+
+
+def conv_scratch(dims: list[int], groups: int) -> int:
+    """Floats of scratch byoc_conv2d needs (dims: N, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW,
+    DH, DW): unless the conv is pointwise, its padded input with 2 NR floats of slack (as
+    byoc_conv2d lays it out), then the GEMM's."""
+    _, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
+    cg, mg = c // groups, m // groups
+    gemm = gemm_scratch(mg, oh * ow, cg * kh * kw)
+    if kh == kw == sh == sw == 1 and ph == pw == 0 and (oh, ow) == (h, w):
+        return gemm
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    return (cg * hp * wp + 2 * NR + 15) // 16 * 16 + gemm

@@ -359,7 +359,7 @@ def _emit_tile_epilogue(src: CSource, fn: str, kern: Kernel, tensors: dict[Key, 
                         outs: list[Tensor], types: dict[Key, TensorType]
                         ) -> tuple[str, list[str]] | None:
     """The kernel's elementwise ops as a GEMM tile epilogue (``byoc_epi_fn``), applied to each
-    finished m x n tile while it is in L1 rather than in a second pass over the output.
+    finished m x n tile while it is in cache rather than in a second pass over the output.
 
     The GEMM sees the root as rows of ``ncols`` elements (a conv: an image's channel planes;
     a MatMul: its last dim), so each operand must read along a row either one value (a bias

@@ -96,6 +96,54 @@ def test_specialized_per_shape_and_cached_per_signature():
     assert STATS.compiled == compiled
 
 
+def test_a_large_output_is_reused_only_once_nothing_else_refers_to_it(monkeypatch):
+    import weakref
+
+    from byoc.backends.ccompiler.runtime import _Recycler
+
+    monkeypatch.setattr(_Recycler, "budget", _Recycler._held + (4 << 20))  # others may keep some
+    x = op.var("x", (512, 1024))  # 2 MB: above the size whose outputs are kept for reuse
+    run = compile_region(Function((x,), op.Neg(x)))
+    a, b = _f32(512, 1024), _f32(512, 1024)
+    ptr = lambda arr: arr.__array_interface__["data"][0]  # noqa: E731
+    (first,) = run(a)
+    (second,) = run(b)  # first is still held: not overwritten
+    np.testing.assert_array_equal(first, -a)
+    assert ptr(second) != ptr(first)
+    old = ptr(second)
+    del first, second
+    (third,) = run(a)  # the last call's output, which nothing refers to now
+    assert ptr(third) == old
+    np.testing.assert_array_equal(third, -a)
+    for holder in (lambda arr: arr[1:], lambda arr: memoryview(arr), weakref.ref):
+        kept = holder(third)
+        held = ptr(third)
+        del third
+        (third,) = run(b)
+        assert ptr(third) != held  # a view, a buffer or a weak reference still sees it
+        del kept
+
+
+def test_what_regions_keep_for_reuse_is_capped(monkeypatch):
+    from byoc.backends.ccompiler.runtime import _Recycler
+
+    monkeypatch.setattr(_Recycler, "budget", _Recycler._held + (3 << 20))  # room for one
+    x = op.var("x", (512, 1024))  # 2 MB outputs
+    first, second = (compile_region(Function((x,), f(x))) for f in (op.Neg, op.Abs))
+    a = _f32(512, 1024)
+    ptr = lambda arr: arr.__array_interface__["data"][0]  # noqa: E731
+    kept = ptr(first(a)[0])  # kept by the first region: the budget is full
+    held = _Recycler._held
+    second(a)  # over the cap: its output is not kept
+    assert _Recycler._held == held
+    assert ptr(first(a)[0]) == kept
+    del first  # a dropped region gives its bytes back
+    import gc
+
+    gc.collect()
+    assert _Recycler._held == held - (2 << 20)
+
+
 def test_static_regions_build_when_compiled():
     x = op.var("x", (3, 3))
     run = compile_region(Function((x,), op.Sigmoid(x)))

@@ -251,6 +251,10 @@ def test_conv():
           case("Conv", f32(2, 4, 9, 11), f32(4, 1, 3, 3), group=4, dilations=[2, 1],
                strides=[1, 2], pads=[2, 1, 0, 1]),
           case("Conv", f32(1, 6, 17), Init(f32(6, 1, 5)), group=6, pads=[2, 2]),
+          # the packer's strided copies: stride 3 and a dilation along W, uneven pads
+          case("Conv", f32(1, 3, 13, 29), Init(f32(7, 3, 3, 3)), strides=[1, 3],
+               dilations=[1, 2], pads=[1, 2, 0, 1]),
+          case("Conv", f32(1, 3, 6, 40), Init(f32(4, 3, 2, 3)), strides=[2, 2], pads=[0, 1, 1, 0]),
           rtol=1e-5)
 
 
@@ -400,3 +404,24 @@ def test_gather_expand_shape_fill():
                value=numpy_helper.from_array(np.array([7], np.int64))),
           case("ConstantOfShape", const_i64(3, 1),
                value=numpy_helper.from_array(np.array([0.25], np.float32))))
+
+
+@pytest.mark.parametrize("backend", ["ccompiler", "native"])
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_on_a_middle_axis_carries_nan_and_inf(op: str, backend: str):
+    """The non-last-axis path keeps a running max per position: a NaN must not be skipped."""
+    x = np.arange(24, dtype=np.float32).reshape(1, 3, 2, 4) / 7
+    x[0, 1, 0, 0] = np.nan
+    x[0, 2, 1, 1] = np.inf
+    x[0, 0, 1, 2] = -np.inf
+    node = helper.make_node(op, ["x"], ["y"], name="sm", axis=1)
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                                             [1, 3, 2, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod = byoc.load_onnx(model)
+    got = byoc.build(byoc.partition(mod, backends=[backend])).run({"x": x})["y"]
+    assert np.isnan(got[0, :, 0, 0]).all()  # the NaN's whole softmax slice
+    bad = [c for c in compare_outputs({"y": got}, run_onnxruntime(model, {"x": x})) if not c.ok]
+    assert not bad, (got, bad)

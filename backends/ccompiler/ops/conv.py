@@ -1,8 +1,8 @@
 """Conv and ConvTranspose over 1 or 2 spatial dims, on the C helpers of ``runtime_c``.
 
-Conv is a GEMM per image and group whose B operand is packed straight from the input (im2col
-without the buffer), a plain GEMM for 1x1 convs, and direct loops for depthwise convs
-(``depthwise.py``).
+Conv is a GEMM per image and group whose B operand is packed from a zero-padded copy of the
+input (im2col without its buffer), a plain GEMM for 1x1 convs, and direct loops for depthwise
+convs (``depthwise.py``).
 ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
 """
 
@@ -42,7 +42,7 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
         emit_depthwise(ctx, x, w, bias, out, dims)
         return False
     ctx.need("conv")
-    ws = ctx.scratch(4 * runtime_c.gemm_scratch(mg, dims[5] * dims[6], cg * taps))
+    ws = ctx.scratch(4 * runtime_c.conv_scratch(dims, groups))
     packed = "0"
     if w.value is not None:  # constant weights: packed once here, not on every call
         packed = ctx.constant(runtime_c.pack_a(w.value.reshape(w.shape[0], -1), groups))

@@ -104,8 +104,11 @@ def emit_softmax(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Ten
         src.line(f"float *restrict yb = {out.ptr} + o * {dim * inner};")
         src.line(f"for (long j = 0; j < {inner}; j++) {{ {mx}[j] = -INFINITY; {sm}[j] = 0.0f; }}")
         with src.block(f"for (long i = 0; i < {dim}; i++)"):
-            src.line(f"for (long j = 0; j < {inner}; j++) {mx}[j] = xb[i * {inner} + j] > "
-                     f"{mx}[j] ? xb[i * {inner} + j] : {mx}[j];")
+            # The compare skips a NaN; a NaN seen is kept as the max instead (then every
+            # exp(x - max) of that position is NaN, as in byoc_max's path).
+            with src.block(f"for (long j = 0; j < {inner}; j++)"):
+                src.line(f"const float v = xb[i * {inner} + j];")
+                src.line(f"{mx}[j] = v > {mx}[j] || v != v ? v : {mx}[j];")
         with src.block(f"for (long i = 0; i < {dim}; i++)"):
             with src.block(f"for (long j = 0; j < {inner}; j++)"):
                 src.line(f"const float e = byoc_expf(xb[i * {inner} + j] - {mx}[j]);")
