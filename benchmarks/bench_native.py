@@ -6,6 +6,7 @@ GEMM GFLOP/s of native's C vs numpy's OpenBLAS vs onnxruntime; and each model's 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -13,11 +14,13 @@ import numpy as np
 import onnxruntime as ort
 from threadpoolctl import threadpool_limits
 
-import byoc
-from byoc import op
-from byoc.ir import Function, IRModule
-from byoc.runtime.memory_plan import plan_main
-from tests.models import zoo
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests.models
+
+import byoc  # noqa: E402
+from byoc import op  # noqa: E402
+from byoc.ir import Function, IRModule  # noqa: E402
+from byoc.runtime.memory_plan import plan_main  # noqa: E402
+from tests.models import zoo  # noqa: E402
 
 MODELS = ["light_resnet50", "light_squeezenet", "light_shufflenet", "light_inception_v1",
           "light_densenet121", "bert_tiny", "gpt2_tiny", "vit_tiny", "ppocr_v4_det"]
