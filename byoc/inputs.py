@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .errors import InputError
-from .ir import Function, TensorType
+from .ir import Call, Function, TensorType, Var, post_order
 from .runtime.limits import too_big
 
 
@@ -32,6 +32,7 @@ def random_inputs(func: Function, dims: Mapping[str, int] | None = None, seed: i
                 if isinstance(d, str):
                     dims.setdefault(d, n)
     out: dict[str, np.ndarray] = {}
+    index_bounds = _index_bounds(func)
     for p in func.params:
         if p.name in given:
             out[p.name] = given[p.name]
@@ -51,13 +52,32 @@ def random_inputs(func: Function, dims: Mapping[str, int] | None = None, seed: i
         if dtype.kind == "f":
             out[p.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            out[p.name] = rng.integers(0, 10, shape).astype(dtype)
+            out[p.name] = rng.integers(0, index_bounds.get(p.name, 10), shape).astype(dtype)
         elif dtype.kind == "b":
             out[p.name] = rng.integers(0, 2, shape).astype(bool)
         else:
             raise InputError(f"input {p.name!r} of dtype {dtype} cannot be made up; pass it with "
                              f"--input {p.name}=FILE.npy")
     return out
+
+
+def _index_bounds(func: Function) -> dict[str, int]:
+    """For each integer input used directly as Gather indices (token ids, token types): the
+    size of the gathered axis, at most 10, so that made-up ids stay inside the table."""
+    bounds: dict[str, int] = {}
+    for e in post_order(func.body):
+        if not (isinstance(e, Call) and e.op == "Gather" and len(e.args) == 2
+                and isinstance(e.args[1], Var)):
+            continue
+        data = e.args[0].type if e.args[0] is not None else None
+        if not isinstance(data, TensorType) or data.shape is None:
+            continue
+        axis = int(e.attrs.get("axis", 0))
+        size = data.shape[axis] if -len(data.shape) <= axis < len(data.shape) else None
+        if isinstance(size, int) and size > 0:
+            name = e.args[1].name
+            bounds[name] = min(bounds.get(name, 10), size)
+    return bounds
 
 
 def load_npy(spec: str) -> tuple[str, np.ndarray]:

@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper
 import byoc
 from byoc.compare import compare_outputs, run_onnxruntime
 from byoc.errors import InputError
+from byoc.inputs import random_inputs
 from tests.bad_inputs.test_bad_models import assert_refused, run_cli
 from tests.conftest import FLOAT, make_model
 from tests.fuzz.harness import CCOMPILER
@@ -146,6 +147,19 @@ def test_a_huge_dim_for_made_up_inputs_is_refused(folder) -> None:
     """Fixed (byoc/inputs.py random_inputs checks limits.too_big before allocating)."""
     assert_refused(run_cli("run", "m.onnx", "--dim", f"n={10**12}", cwd=folder),
                    "input 'a'")
+
+
+def test_made_up_token_ids_stay_inside_their_embedding_table() -> None:
+    """Integer inputs gathered from a table (token ids, token types) are drawn below its size,
+    so `byoc run` of a transformer without --input compares with onnxruntime."""
+    table = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "table")
+    model = make_model([helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")],
+                       [("ids", onnx.TensorProto.INT64, [64])], [("y", FLOAT, [64, 3])],
+                       [table])
+    ids = random_inputs(byoc.load_onnx(model).main)["ids"]
+    assert ids.min() >= 0 and ids.max() == 1  # two rows: 0 and 1 (64 draws)
+    np.testing.assert_array_equal(byoc.build(byoc.load_onnx(model)).run({"ids": ids})["y"],
+                                  run_onnxruntime(model, {"ids": ids})["y"])
 
 
 def _compare(capsys, backend: str | None, *flags: str) -> dict:
