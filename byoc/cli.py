@@ -76,6 +76,19 @@ def _inputs(args, mod):
     return random_inputs(mod.main, _parse_dims(args.dim), seed=args.seed, given=given)
 
 
+def _hint_made_up(exc: Exception, args, mod) -> Exception:
+    """A run that failed on made-up inputs says so: random values and dims of 1 are often not
+    what a model accepts (a sample rate, a minimum length), and the fix is the real input."""
+    import byoc
+
+    given = {spec.partition("=")[0] for spec in args.input}
+    made_up = [p.name for p in mod.main.params if p.name not in given]
+    if not made_up:
+        return exc
+    return byoc.ByocError(f"{exc} (inputs {', '.join(map(repr, made_up))} were made up: pass "
+                          f"real ones with --input NAME=FILE.npy, or sizes with --dim NAME=N)")
+
+
 def _native(array):
     return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
@@ -188,7 +201,10 @@ def cmd_run(args) -> int:
     prepared = _prepare(mod, backends, args)
     exe = _build(prepared, args)
     start = time.perf_counter()
-    outputs = exe.run(inputs)
+    try:
+        outputs = exe.run(inputs)
+    except byoc.ByocError as exc:
+        raise _hint_made_up(exc, args, mod) from None
     elapsed = time.perf_counter() - start
     exe = _settled(exe, prepared, args)
     result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}

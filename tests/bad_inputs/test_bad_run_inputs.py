@@ -162,6 +162,29 @@ def test_made_up_token_ids_stay_inside_their_embedding_table() -> None:
                                   run_onnxruntime(model, {"ids": ids})["y"])
 
 
+def test_a_run_that_fails_on_made_up_inputs_says_they_were_made_up(tmp_path) -> None:
+    """Made-up inputs the model cannot take (a shape input of random sizes) fail naming the node
+    and saying the inputs were made up; given real inputs of the wrong rank, the LSTM says so
+    in its own words rather than numpy's."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 8, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((1, 8, 2)).astype(np.float32), "r")]
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["xs"], name="reshape"),
+             helper.make_node("LSTM", ["xs", "w", "r"], ["y"], name="the_lstm", hidden_size=2)]
+    model = make_model(nodes, [("x", FLOAT, ["n"]), ("shape", onnx.TensorProto.INT64, [2])],
+                       [("y", FLOAT, None)], inits)
+    onnx.save(model, tmp_path / "m.onnx")
+    result = run_cli("run", "m.onnx", cwd=tmp_path)
+    assert_refused(result, "node 'reshape' (Reshape)")
+    assert "inputs 'x', 'shape' were made up: pass real ones" in result.stderr, result.stderr
+    np.save(tmp_path / "x.npy", np.zeros(6, np.float32))
+    np.save(tmp_path / "shape.npy", np.array([3, 2]))
+    given = run_cli("run", "m.onnx", "--input", "x=x.npy", "--input", "shape=shape.npy",
+                    cwd=tmp_path)
+    assert_refused(given, "X must be 3-D [seq, batch, input], got shape [3, 2]")
+    assert "made up" not in given.stderr
+
+
 def _compare(capsys, backend: str | None, *flags: str) -> dict:
     code, out, err = byoc_main(capsys, "run", "m.onnx", *flags, *_backend_args(backend),
                                "--compare", "onnxruntime", "--json")

@@ -48,11 +48,12 @@ def _activations(attrs: dict, defaults: list[str], directions: int) -> list[list
 def _setup(attrs: dict, x: np.ndarray, n_gates: int, inputs) -> tuple:
     """Common inputs of the three ops, in seq-major layout."""
     layout = int(attrs.get("layout", 0))
+    w, r = inputs[0], inputs[1]
+    _check_shapes(x, w, r, layout)
     if layout:
         x = np.swapaxes(x, 0, 1)
     direction = attrs.get("direction", "forward")
     directions = 2 if direction == "bidirectional" else 1
-    w, r = inputs[0], inputs[1]
     hidden = int(attrs.get("hidden_size", r.shape[-1]))
     b = arg(inputs, 2)
     seq_lens = arg(inputs, 3)
@@ -65,6 +66,19 @@ def _setup(attrs: dict, x: np.ndarray, n_gates: int, inputs) -> tuple:
     if seq_lens is not None and np.all(seq_lens == seq):
         seq_lens = None
     return x, layout, direction, directions, w, r, b, hidden, seq_lens, h0, seq, batch
+
+
+def _check_shapes(x: np.ndarray, w: np.ndarray, r: np.ndarray, layout: int) -> None:
+    """The run's X, W and R fit together (a model fed the wrong input shape otherwise fails deep
+    in a matmul with numpy's words, not the op's)."""
+    axes = "[batch, seq, input]" if layout else "[seq, batch, input]"
+    if x.ndim != 3:
+        raise ValueError(f"X must be 3-D {axes}, got shape {list(x.shape)}")
+    if w.ndim != 3 or r.ndim != 3:
+        raise ValueError(f"W and R must be 3-D, got shapes {list(w.shape)} and {list(r.shape)}")
+    if w.shape[2] != x.shape[2]:
+        raise ValueError(f"X has input size {x.shape[2]} (shape {list(x.shape)}) but W expects "
+                         f"{w.shape[2]} (shape {list(w.shape)})")
 
 
 def _clipper(attrs: dict) -> Callable[[np.ndarray], np.ndarray]:
