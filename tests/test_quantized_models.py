@@ -1,0 +1,80 @@
+"""QDQ- and QOperator-quantized models (made by onnxruntime's own quantizer from the tiny
+ResNet) through every backend, compared with onnxruntime.
+
+byoc runs a QDQ model as written: DequantizeLinear, the float op, QuantizeLinear. onnxruntime
+does too with basic optimizations, and then byoc equals it exactly. Its default (extended)
+optimizations fuse each DQ -> op -> Q into an integer kernel (QLinearConv, ...) that rounds
+differently, so the outputs may differ by one quantization step of the final dequantized output:
+that is the tolerance against default onnxruntime (docs/decisions.md, "Quantized models").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import byoc
+from byoc.cli import default_model_path
+from byoc.compare import onnxruntime_session
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+BACKENDS = [None, "reference", "onnxruntime", "native", "ccompiler"]
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory) -> dict:
+    src = default_model_path()
+    model = onnx.load(src)
+    inp = model.graph.input[0]
+    shape = [d.dim_value or 1 for d in inp.type.tensor_type.shape.dim]
+    samples = [np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+               for i in range(4)]
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.left = iter([{inp.name: x} for x in samples])
+
+        def get_next(self):
+            return next(self.left, None)
+
+    folder = tmp_path_factory.mktemp("quantized")
+    paths = {}
+    for fmt in ("QDQ", "QOperator"):
+        paths[fmt] = str(folder / f"{fmt}.onnx")
+        quantization.quantize_static(src, paths[fmt], Reader(),
+                                     quant_format=getattr(quantization.QuantFormat, fmt))
+    paths["dynamic"] = str(folder / "dynamic.onnx")
+    quantization.quantize_dynamic(src, paths["dynamic"])
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    return {"paths": paths, "input": {inp.name: x}}
+
+
+def _output_step(path: str) -> float:
+    """The scale of the DequantizeLinear the model's output comes through (one step)."""
+    model = onnx.load(path)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    node = producer[model.graph.output[0].name]
+    while node.op_type != "DequantizeLinear":  # through Softmax, Flatten, ... to the last DQ
+        node = producer[node.input[0]]
+    return float(np.max(inits[node.input[1]]))
+
+
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator", "dynamic"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_quantized_models_match_onnxruntime(quantized, fmt: str, backend: str | None) -> None:
+    path, inputs = quantized["paths"][fmt], quantized["input"]
+    mod = byoc.load_onnx(path)
+    if backend:
+        mod = byoc.partition(mod, backends=[backend])
+    (got,) = byoc.build(mod).run(inputs).values()
+    as_written = onnxruntime_session(path, optimize=False).run(None, inputs)[0]
+    default = onnxruntime_session(path).run(None, inputs)[0]
+    scale = float(np.max(np.abs(as_written)))
+    np.testing.assert_allclose(got, as_written, rtol=0, atol=1e-5 * scale)
+    if fmt == "QDQ":  # onnxruntime's fused integer kernels: within one step of the output
+        step = _output_step(path)
+        assert np.max(np.abs(got - default)) <= step * 1.001, (np.max(np.abs(got - default)), step)
+    else:
+        np.testing.assert_allclose(got, default, rtol=0, atol=1e-4 * scale)
