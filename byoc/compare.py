@@ -89,8 +89,9 @@ def onnxruntime_session(model, threads: int = 1, optimize: bool = True):
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
-def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1) -> dict[str, np.ndarray]:
+def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1,
+                    optimize: bool = True) -> dict[str, np.ndarray]:
     """onnxruntime's outputs by name for the same inputs."""
-    session = onnxruntime_session(model, threads)
+    session = onnxruntime_session(model, threads, optimize)
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(None, dict(inputs))))

@@ -78,3 +78,18 @@ def test_quantized_models_match_onnxruntime(quantized, fmt: str, backend: str | 
         assert np.max(np.abs(got - default)) <= step * 1.001, (np.max(np.abs(got - default)), step)
     else:
         np.testing.assert_allclose(got, default, rtol=0, atol=1e-4 * scale)
+
+
+def test_the_cli_says_which_onnxruntime_a_qdq_model_matches(quantized, tmp_path) -> None:
+    from tests.bad_inputs.test_bad_models import run_cli
+
+    np.save(tmp_path / "x.npy", next(iter(quantized["input"].values())))
+    name = next(iter(quantized["input"]))
+    result = run_cli("run", quantized["paths"]["QDQ"], "--input", f"{name}=x.npy",
+                     "--compare", "onnxruntime", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "matches onnxruntime run as written (no graph optimizations); its default fused " \
+           "QDQ kernels differ by up to" in result.stdout, result.stdout
+    plain = run_cli("run", quantized["paths"]["QOperator"], "--compare", "onnxruntime",
+                    cwd=tmp_path)
+    assert plain.returncode == 0 and plain.stdout.strip().endswith("matches onnxruntime")
