@@ -83,6 +83,32 @@ def _dropout_inference(call: Call) -> bool | str:
     return True
 
 
+Q8 = frozenset({"int8", "uint8"})
+
+
+def _quant_params(call: Call) -> bool | str:
+    """Per-tensor or per-axis (1-D along ``axis``) scale and zero point, no blocks."""
+    if call.attrs.get("block_size", 0):
+        return f"{call.op} with block_size (blocked quantization) is not supported"
+    x, scale = (getattr(a, "type", None) for a in call.args[:2])
+    zp = call.args[2] if len(call.args) > 2 else None
+    if not isinstance(scale, TensorType) or scale.rank is None or scale.rank > 1:
+        return f"{call.op}'s scale must be a scalar or 1-D"
+    zshape = getattr(zp.type, "shape", None) if zp is not None else None
+    if zp is not None and zshape != scale.shape and not (
+            scale.shape in ((), (1,)) and zshape in ((), (1,))):
+        return f"{call.op}'s zero point must have the scale's shape"
+    if call.op == "QuantizeLinear" and zp is not None \
+            and call.type.dtype != zp.type.dtype:  # type: ignore[union-attr]
+        return f"{call.op} with output_dtype other than the zero point's is not supported"
+    if scale.rank == 1 and scale.shape != (1,):
+        if not isinstance(x, TensorType) or x.rank is None or not scale.is_static:
+            return f"per-axis {call.op} needs a known data rank and scale size"
+        if not -x.rank <= call.attrs.get("axis", 1) < x.rank:
+            return f"{call.op}'s axis is out of range"
+    return True
+
+
 UNARY_FLOAT = """Exp Log Sqrt Reciprocal Floor Ceil Round Sin Cos Tan Tanh Sigmoid LeakyRelu Elu
 Selu Celu Softplus Softsign HardSigmoid HardSwish Erf Mish ThresholdedRelu""".split()
 UNARY_NUM = "Abs Neg Relu Sign".split()
@@ -108,6 +134,9 @@ RULES: dict[str, Rule] = {
     "Gelu": Rule(F32, check=_attr("approximate", {"none", "tanh"}, "none")),
     "Where": Rule(DATA, inputs=((0, BOOL),)),
     "Cast": Rule(DATA),
+    "QuantizeLinear": Rule(F32, inputs=((2, Q8),), outputs=Q8, check=_quant_params),
+    "DequantizeLinear": Rule(Q8 | {"int32"}, inputs=((1, F32),), outputs=F32,
+                             check=_quant_params),
     "Identity": Rule(DATA),
     "Dropout": Rule(F32, inputs=((1, F32), (2, BOOL)), static=(1, 2), check=_dropout_inference,
                     outputs=frozenset({"float32", "bool"})),

@@ -41,7 +41,16 @@ class Kernel:
 
 
 def _is_ewise(call: Call) -> bool:
-    return isinstance(call.op, str) and call.op in EXPRESSIONS and n_outputs(call) == 1
+    return isinstance(call.op, str) and call.op in EXPRESSIONS and n_outputs(call) == 1 \
+        and not _per_axis(call)
+
+
+def _per_axis(call: Call) -> bool:
+    # A chain broadcasts operands numpy-style; a per-axis scale needs ccompiler's own emitter.
+    if call.op not in ("QuantizeLinear", "DequantizeLinear"):
+        return False
+    shape = getattr(call.args[1].type, "shape", None)
+    return shape not in ((), (1,))
 
 
 def split_groups(groups: list[Group], types: dict[Key, TensorType], read_outside: set[Key]

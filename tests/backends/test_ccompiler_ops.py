@@ -55,7 +55,7 @@ def const_i64(*values) -> Init:
     return Init(np.array(values, dtype=np.int64))
 
 
-def model_of(cases: list[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def model_of(cases: list[Case], opset: int = 28) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     nodes, inputs, inits, outputs, feeds = [], [], [], [], {}
     for k, c in enumerate(cases):
         names = []
@@ -76,13 +76,13 @@ def model_of(cases: list[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]
         nodes.append(helper.make_node(c.op, names, outs, name=f"case{k}_{c.op}", **c.attrs))
         outputs += [onnx.ValueInfoProto(name=o) for o in outs]
     graph = helper.make_graph(nodes, "cases", inputs, outputs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)],
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                              ir_version=10), feeds
 
 
-def check(*cases: Case, rtol: float | None = None) -> dict[str, np.ndarray]:
+def check(*cases: Case, rtol: float | None = None, opset: int = 28) -> dict[str, np.ndarray]:
     """Compile all ``cases`` as one region and compare each output with onnxruntime."""
-    model, feeds = model_of(list(cases))
+    model, feeds = model_of(list(cases), opset)
     func = byoc.load_onnx(model).main
     refused = {c.span.name: supports(c) for c in post_order(func.body)
                if isinstance(c, Call) and supports(c) is not True}
@@ -425,3 +425,112 @@ def test_softmax_on_a_middle_axis_carries_nan_and_inf(op: str, backend: str):
     assert np.isnan(got[0, :, 0, 0]).all()  # the NaN's whole softmax slice
     bad = [c for c in compare_outputs({"y": got}, run_onnxruntime(model, {"x": x})) if not c.ok]
     assert not bad, (got, bad)
+
+
+# -- quantization --------------------------------------------------------------------------------
+
+QOPSET = 21  # onnxruntime has no QuantizeLinear kernels for newer opsets (byoc imports at 28)
+
+def _halves(*shape, scale: float = 0.5) -> np.ndarray:
+    """Values whose x / scale is exactly k + 0.5 (ties to even), and ones far out of range."""
+    x = (RNG.integers(-300, 300, shape) + 0.5).astype(np.float32) * np.float32(scale)
+    x.flat[:4] = [1e6, -1e6, 0.0, -0.0][:x.size]
+    return x
+
+
+def _s(value) -> Init:
+    return Init(np.array(value, np.float32))
+
+
+def _q(dtype, *values) -> Init:
+    return Init(np.array(values[0] if len(values) == 1 else values, dtype))
+
+
+@pytest.mark.parametrize("backend", ["ccompiler", "native"])
+def test_quantize_linear_rounds_half_to_even_and_saturates(backend):
+    cases = [case("QuantizeLinear", _halves(2, 3, 5), _s(0.5), _q(np.int8, -3)),
+             case("QuantizeLinear", _halves(40), _s(0.5), _q(np.uint8, 128)),
+             case("QuantizeLinear", _halves(7), _s(0.5)),  # no zero point: uint8, 0
+             case("QuantizeLinear", f32(3, 5, lo=-50, hi=50), np.float32(0.37),
+                  np.int8(5)),  # scale and zero point given at run time
+             # per-axis, along a middle, the last and the first axis
+             case("QuantizeLinear", _halves(2, 3, 4), _s([0.5, 0.25, 2.0]),
+                  _q(np.int8, -1, 0, 7), axis=1),
+             case("QuantizeLinear", _halves(2, 3, 4), _s([0.5, 1.0, 0.25, 4.0]),
+                  _q(np.uint8, 0, 10, 128, 255), axis=-1),
+             case("QuantizeLinear", _halves(3, 4), _s([0.5, 0.125, 1.0]),
+                  _q(np.uint8, 3, 4, 5), axis=0)]
+    if backend == "ccompiler":
+        check(*cases, opset=QOPSET)
+    else:
+        _check_native(cases)
+
+
+@pytest.mark.parametrize("backend", ["ccompiler", "native"])
+def test_dequantize_linear(backend):
+    i8 = RNG.integers(-128, 128, (2, 3, 5)).astype(np.int8)
+    u8 = RNG.integers(0, 256, (4, 6)).astype(np.uint8)
+    i32 = RNG.integers(-(2**31), 2**31 - 1, (10,)).astype(np.int32)
+    cases = [case("DequantizeLinear", i8, _s(0.02), _q(np.int8, -128)),
+             case("DequantizeLinear", u8, _s(0.1), _q(np.uint8, 255)),
+             case("DequantizeLinear", u8, _s(0.1)),
+             case("DequantizeLinear", i32, _s([0.001]), _q(np.int32, 0)),  # a bias, as QDQ has
+             case("DequantizeLinear", i32, _s(0.5), _q(np.int32, -7)),
+             case("DequantizeLinear", Init(i8), _s(0.3), _q(np.int8, 1)),
+             case("DequantizeLinear", i8, _s([0.5, 0.25, 2.0]), _q(np.int8, -1, 0, 7), axis=1),
+             case("DequantizeLinear", u8, _s([0.5, 1.0, 0.25, 4.0, 3.0, 0.1]),
+                  _q(np.uint8, 0, 10, 128, 255, 1, 2), axis=1),
+             case("DequantizeLinear", u8, _s([0.5, 1.0, 0.25, 4.0]),
+                  _q(np.uint8, 0, 10, 128, 255), axis=0)]
+    if backend == "ccompiler":
+        check(*cases, opset=QOPSET)
+    else:
+        _check_native(cases)
+
+
+def _check_native(cases: list[Case]) -> None:
+    model, feeds = model_of(cases, QOPSET)
+    part = byoc.partition(byoc.load_onnx(model), backends=["native"])
+    assert not byoc.explain(part), byoc.explain(part)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = byoc.build(part).run(feeds)
+    bad = [c for c in compare_outputs(got, run_onnxruntime(model, feeds)) if not c.ok]
+    assert not bad, bad
+
+
+def test_quantize_dequantize_round_trip_in_one_region():
+    x = _halves(2, 3, 5)
+    node_q = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q")
+    node_d = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")
+    graph = helper.make_graph(
+        [node_q, node_d], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+         numpy_helper.from_array(np.array(3, np.int8), "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", QOPSET)],
+                              ir_version=10)
+    for backend in ("ccompiler", "native"):
+        part = byoc.partition(byoc.load_onnx(model), backends=[backend])
+        assert not byoc.explain(part)
+        got = byoc.build(part).run({"x": x})["y"]
+        np.testing.assert_array_equal(got, run_onnxruntime(model, {"x": x})["y"])
+
+
+def test_unsupported_quantization_is_refused_with_a_reason():
+    x = f32(4, 6)
+    cases = [case("QuantizeLinear", x, _s(np.full((4, 3), 0.5)), _q(np.int8, np.zeros((4, 3))),
+                  axis=1, block_size=2),
+             case("DequantizeLinear", _q(np.int8, np.zeros((4, 6))),
+                  _s(np.full((4, 3), 0.5)), _q(np.int8, np.zeros((4, 3))), axis=1, block_size=2),
+             case("QuantizeLinear", x, _s(0.5), Init(np.array(0, np.int16))),
+             case("QuantizeLinear", x, _s(0.5), output_dtype=onnx.TensorProto.INT4),
+             case("DequantizeLinear", Init(np.zeros(3, np.int16)), _s(0.5))]
+    model, _ = model_of(cases)
+    func = byoc.load_onnx(model).main
+    verdicts = {c.span.name: supports(c) for c in post_order(func.body) if isinstance(c, Call)}
+    assert len(verdicts) == len(cases)
+    for name, verdict in verdicts.items():
+        assert isinstance(verdict, str) and verdict.startswith("ccompiler: "), (name, verdict)
+    assert "block_size" in verdicts["case0_QuantizeLinear"]

@@ -6,6 +6,7 @@ operand is a literal in the expression, so ``Mul(x, 0.5)`` compiles to ``x0 * 0.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from byoc.codegen import float_literal
@@ -97,6 +98,25 @@ def _is_inf(call: Call, x: list[str], dtype: str) -> str:
     return "(" + (" || ".join(tests) or "0") + ")"
 
 
+_QRANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+
+
+def _quantize(call: Call, x: list[str], dtype: str) -> str:
+    # Saturate in float before the cast (a float out of range cast to int is undefined in C);
+    # a NaN fails both tests and lands on the low end rather than on undefined behaviour.
+    lo, hi = _QRANGE[call.type.dtype]  # type: ignore[union-attr]
+    zp = x[2] if len(x) > 2 and x[2] else "0"
+    v = f"(nearbyintf({x[0]} / {x[1]}) + (float)({zp}))"
+    return f"({v} >= {lo}.0f ? ({v} <= {hi}.0f ? {v} : {hi}.0f) : {lo}.0f)"
+
+
+def _dequantize(call: Call, x: list[str], dtype: str) -> str:
+    # Subtract in int64: int32 biases minus their zero point must not overflow.
+    zp = x[2] if len(x) > 2 and x[2] else "0"
+    diff = x[0] if zp == "0" else f"((int64_t)({x[0]}) - (int64_t)({zp}))"
+    return f"((float)({diff}) * {x[1]})"
+
+
 def _u(template: str) -> Expr:
     """An expression from a template over ``{x}`` (the operand) and ``{z}`` (a zero)."""
     return lambda call, x, dtype: template.format(x=x[0], z=_zero(dtype))
@@ -165,6 +185,8 @@ EXPRESSIONS: dict[str, Expr] = {
     "Xor": _b("(!{a} != !{b})"),
     "Where": lambda c, x, d: f"({x[0]} ? {x[1]} : {x[2]})",
     "Cast": _cast,
+    "QuantizeLinear": _quantize,
+    "DequantizeLinear": _dequantize,
 }
 
 _NEEDS_MATH = {"Exp", "Tanh", "Sigmoid", "Erf", "Softplus", "Mish", "Elu", "Selu", "Celu", "Gelu"}
@@ -178,6 +200,7 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
     src = ctx.src
     if call.op in _NEEDS_MATH:
         ctx.need("math")
+    ins = per_axis_views(call, ins, out)
     operands = [(k, t) for k, t in enumerate(ins) if t is not None]
     loaded = [t for _, t in operands if t.scalar() is None]
     views = [(0, out.strides)] + [(0, broadcast_strides(t.shape, out.shape)) for t in loaded]
@@ -195,6 +218,20 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
             src.line(f"const {t.ctype} x{k} = {t.ptr}[{index[n]}];")
         xs = [names.get(k, "") for k in range(len(ins))]
         src.line(f"{out.ptr}[{index[0]}] = {expr_of(xs)};")
+
+
+def per_axis_views(call: Call, ins: list[Tensor | None], out: Tensor) -> list[Tensor | None]:
+    """A per-axis scale and zero point (1-D, along ``axis``) seen with trailing 1-dims, so that
+    numpy broadcasting lines them up with ``axis`` of the data."""
+    if call.op not in ("QuantizeLinear", "DequantizeLinear") or ins[1] is None \
+            or ins[1].size == 1:
+        return ins
+    rank = len(out.shape)
+    axis = call.attrs.get("axis", 1) % rank
+    shape = (ins[1].size,) + (1,) * (rank - 1 - axis)
+    return [ins[0], *(None if t is None else dataclasses.replace(
+        t, shape=shape, value=None if t.value is None else t.value.reshape(shape))
+        for t in ins[1:])]
 
 
 def expression(call: Call, ins: list[Tensor | None], out: Tensor) -> Callable[[list[str]], str]:
