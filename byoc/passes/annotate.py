@@ -91,5 +91,6 @@ def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str]
         verdict = b.check(call)
         if verdict is True:
             return b.name, ""
-        refusals.append(f"{b.name}: {verdict}")
+        named = verdict.startswith(f"{b.name}: ")  # a backend naming itself (ccompiler does)
+        refusals.append(verdict if named else f"{b.name}: {verdict}")
     return None, "; ".join(refusals)

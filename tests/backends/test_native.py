@@ -98,6 +98,10 @@ def test_declines_say_why():
 
     x = op.var("x", (2, 3), "float64")
     assert supports(op.Relu(x)).startswith("native: ")
+    mod = IRModule({"main": Function((x,), op.Relu(x))})
+    (why,) = byoc.explain(byoc.partition(mod, backends=["native", "ccompiler"])).values()
+    assert why.startswith("native: ") and "native: native" not in why  # named once
+    assert "; ccompiler: " in why and "ccompiler: ccompiler" not in why
 
 
 @settings(max_examples=15, deadline=None)
