@@ -140,7 +140,7 @@ def _settled(exe, prepared, args):
         return exe
     import byoc
 
-    from .runtime.fallback import inline_regions
+    from .passes.reject import inline_regions
 
     _warn(late)
     rebuilt = byoc.build(inline_regions(prepared, late), fallback=args.fallback)

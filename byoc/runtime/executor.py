@@ -340,7 +340,8 @@ def build(mod: IRModule, *, fallback: str | None = None, **options: Any) -> Exec
     """
     from ..backend import get_backend
     from ..errors import ByocError
-    from .fallback import HostOnFailure, cannot_build, check_fallback, inline_regions
+    from ..passes.reject import inline_regions  # as a rejected region: back into its caller
+    from .fallback import HostOnFailure, cannot_build, check_fallback
 
     check_fallback(fallback)
     external: dict[str, Callable] = {}

@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from ..errors import ByocError
 from ..ir import Function
-from ..passes.reject import inline_regions  # noqa: F401  (the same inlining as reject_region)
 
 FALLBACKS = (None, "host")
 
