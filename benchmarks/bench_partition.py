@@ -1,6 +1,6 @@
 """How long import and partition take on synthetic ONNX graphs of 1k, 10k and 100k nodes.
 
-    python benchmarks/bench_partition.py [--sizes 1000,10000,100000] [--repeat 3]
+    python benchmarks/bench_partition.py [--sizes 1000,10000,100000] [--repeat 5] [--min-time 2]
 
 Two shapes: a chain, and a branchy residual net (blocks of two branches joined by an Add).
 Op types cycle so that about half the nodes are supported by the benchmark's backend, in runs
@@ -9,6 +9,11 @@ onnxruntime's session creation on the same model (graph optimizations disabled a
 where its optimizer alone takes minutes; noted in the table). Prints the best of ``--repeat``
 runs per step, and the ratio of each time to the time at the previous size: linear scaling
 means a ratio near the size ratio (10).
+
+Each step runs at least ``--repeat`` times and for at least ``--min-time`` seconds, so a small
+graph gets as many chances as a big one to be timed while the machine is quiet (on a shared
+machine a run's time mostly errs upward; the best of several is the steady one). The last line
+says how far the median run was from the best, a measure of that noise.
 
 Times are CPU seconds of this process (``--clock wall`` for wall-clock): on a shared machine
 other work then does not count, and on an idle one the two agree for byoc's single-threaded
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import sys
 import time
 
@@ -85,15 +91,20 @@ def residual(n: int) -> onnx.ModelProto:
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
-def _best(fn, repeat: int, clock) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
+NOISE: list[float] = []  # median / best of each step, for the last line
+
+
+def _best(fn, repeat: int, clock, min_time: float) -> tuple[float, object]:
+    times: list[float] = []
+    result = None
+    while len(times) < repeat or sum(times) < min_time:
         result = None  # the previous run's result is freed now, not on the clock of the next
         gc.collect()
         start = clock()
         result = fn()
-        best = min(best, clock() - start)
-    return best, result
+        times.append(clock() - start)
+    NOISE.append(statistics.median(times) / max(min(times), 1e-9))
+    return min(times), result
 
 
 def _ort_session(data: bytes, optimize: bool) -> ort.InferenceSession:
@@ -104,13 +115,14 @@ def _ort_session(data: bytes, optimize: bool) -> ort.InferenceSession:
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
-def measure(shape: str, n: int, repeat: int, clock) -> dict:
+def measure(shape: str, n: int, repeat: int, clock, min_time: float) -> dict:
     model = {"chain": chain, "residual": residual}[shape](n)
     data = model.SerializeToString()
-    t_import, mod = _best(lambda: byoc.load_onnx(model), repeat, clock)
-    t_part, part = _best(lambda: byoc.partition(mod, backends=["bench_half"]), repeat, clock)
+    t_import, mod = _best(lambda: byoc.load_onnx(model), repeat, clock, min_time)
+    t_part, part = _best(lambda: byoc.partition(mod, backends=["bench_half"]), repeat, clock,
+                         min_time)
     optimize = n <= ORT_OPTIMIZE_UP_TO
-    t_ort, _ = _best(lambda: _ort_session(data, optimize), repeat, clock)
+    t_ort, _ = _best(lambda: _ort_session(data, optimize), repeat, clock, min_time)
     regions = len(part.functions) - 1  # type: ignore[attr-defined]
     return {"shape": shape, "nodes": n, "import": t_import, "partition": t_part,
             "ort": t_ort, "ort_optimized": optimize, "regions": regions}
@@ -119,20 +131,23 @@ def measure(shape: str, n: int, repeat: int, clock) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5, help="runs per step, at least")
+    parser.add_argument("--min-time", type=float, default=2.0,
+                        help="seconds per step, at least (more runs of the small graphs)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     byoc.register_backend("bench_half", supports=SUPPORTED,
                           compile=byoc.get_backend("reference").compile)
-    print(f"{args.clock} seconds, best of {args.repeat}; x = time / time at the previous size")
+    print(f"{args.clock} seconds, best of at least {args.repeat} runs and {args.min_time:g} s "
+          "per step; x = time / time at the previous size")
     print(f"{'graph':9} {'nodes':>7} {'regions':>7} {'import s':>9} {'x':>5} {'partition s':>11} "
           f"{'x':>5} {'both s':>7} {'ort session s':>13} {'x':>5}")
     worst = {"import": 0.0, "partition": 0.0}
     for shape in ("chain", "residual"):
         prev = None
         for n in sizes:
-            r = measure(shape, n, args.repeat, CLOCKS[args.clock])
+            r = measure(shape, n, args.repeat, CLOCKS[args.clock], args.min_time)
             both = r["import"] + r["partition"]
             ratios = [(r[k] / prev[k] if prev else float("nan")) for k in ("import", "partition",
                                                                             "ort")]
@@ -146,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             prev = r
     print(f"worst time ratio for 10x the nodes: import {worst['import']:.1f}, partition "
           f"{worst['partition']:.1f} (linear: about 10; the goal: at most 12)")
+    print(f"noise: the median run was at most {max(NOISE) - 1:.0%} slower than the best "
+          f"(typical {statistics.median(NOISE) - 1:.0%})")
     return 0
 
 

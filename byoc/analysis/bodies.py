@@ -61,7 +61,7 @@ def walk_orders(func: Function, scope: Scope = (), order: list[Expr] | None = No
                 ) -> Iterator[tuple[Scope, Function, list[Expr]]]:
     """``walk_functions`` with each function's ``post_order`` (walked once anyway to find its
     bodies; ``order`` is ``func``'s if the caller has it)."""
-    seen: set[int] = set()
+    seen: set[Expr] = set()
     stack: list[tuple[Scope, Function]] = [(scope, func)]
     while stack:
         scope, f = stack.pop()
@@ -70,8 +70,8 @@ def walk_orders(func: Function, scope: Scope = (), order: list[Expr] | None = No
         inner = []
         for e in f_order:
             for attr, body in bodies(e):
-                if id(body) not in seen:
-                    seen.add(id(body))
+                if body not in seen:
+                    seen.add(body)
                     inner.append((inner_scope(scope, e, attr), body))  # type: ignore[arg-type]
         stack.extend(reversed(inner))
 
@@ -92,22 +92,22 @@ def map_bodies(func: Function, fn: Callable[[Function, Scope], Function], scope:
         order = post_order(func.body)
     if not any(is_control_flow(e) for e in order if isinstance(e, Call) and e.attrs):
         return func
-    mapped: dict[int, Function] = {}
-    new: dict[int, Expr] = {}
+    mapped: dict[Expr, Function] = {}
+    new: dict[Expr, Expr] = {}
     for e in order:
-        kids = [new[id(k)] for k in children(e)]
+        kids = [new[k] for k in children(e)]
         rebuilt = with_children(e, kids) if kids else e
         found = bodies(e)
         if found:
             attrs = dict(rebuilt.attrs)  # type: ignore[union-attr]
             for attr, body in found:
-                if id(body) not in mapped:
-                    mapped[id(body)] = fn(body, inner_scope(scope, e, attr))  # type: ignore
-                attrs[attr] = mapped[id(body)]
+                if body not in mapped:
+                    mapped[body] = fn(body, inner_scope(scope, e, attr))  # type: ignore
+                attrs[attr] = mapped[body]
             if any(attrs[a] is not b for a, b in found):
                 c: Call = rebuilt  # type: ignore[assignment]
                 rebuilt = Call(c.op, c.args, attrs, c.type, c.span)
-        new[id(e)] = rebuilt
-    body = new[id(func.body)]
+        new[e] = rebuilt
+    body = new[func.body]
     return func if body is func.body else Function(func.params, body, func.attrs)
 

@@ -73,8 +73,8 @@ class IndexGraph:
 
     @staticmethod
     def of(order: list[Expr]) -> IndexGraph:
-        position = {id(e): i for i, e in enumerate(order)}.__getitem__
-        return IndexGraph([tuple(map(position, map(id, children(e)))) for e in order],
+        position = {e: i for i, e in enumerate(order)}.__getitem__  # identity-keyed
+        return IndexGraph([tuple(map(position, children(e))) for e in order],
                           [isinstance(e, (Var, Constant)) for e in order])
 
 
@@ -121,8 +121,8 @@ def _strip_end(arg: Expr) -> Expr:
 def find_regions(func: Function) -> Regions:
     """Read the regions a function's annotations mark; errors name the node and argument."""
     body = func.body
-    plain: dict[int, Expr] = {}  # id(annotated node) -> the node without annotations
-    token: dict[int, int] = {}  # id(annotated node) -> region token, for values inside regions
+    plain: dict[Expr, Expr] = {}  # annotated node -> the node without annotations
+    token: dict[Expr, int] = {}  # annotated node -> region token, for values inside regions
     target_of: list[str] = []
     sets = _UnionFind()
     labelled: dict[tuple[str, object], int] = {}
@@ -132,15 +132,15 @@ def find_regions(func: Function) -> Regions:
         if isinstance(e, Call) and (e.op == BEGIN or e.op == END):
             arg = e.args[0]
             compiler = e.attrs.get("compiler")
-            plain[id(e)] = plain[id(arg)]  # type: ignore[arg-type]
-            inner = token.get(id(arg))
+            plain[e] = plain[arg]  # type: ignore[arg-type]
+            inner = token.get(arg)
             if e.op == BEGIN:
                 if inner is not None:
                     raise ModelError(f"compiler_begin(..., {compiler!r}) reads {describe(arg)}, "
                                      f"which is still inside a region of "
                                      f"{target_of[sets.find(inner)]!r}: end it with compiler_end "
                                      "first", _key(arg), _op(arg))
-                t = token[id(e)] = len(target_of)
+                t = token[e] = len(target_of)
                 target_of.append(compiler)  # type: ignore[arg-type]
                 label = e.attrs.get("region")
                 if label is not None:
@@ -154,13 +154,13 @@ def find_regions(func: Function) -> Regions:
                                  f"{target_of[sets.find(inner)]!r}", _key(arg), _op(arg))
             continue
         kids = children(e)
-        new = with_children(e, [plain[id(k)] for k in kids]) if kids else e
-        plain[id(e)] = new
+        new = with_children(e, [plain[k] for k in kids]) if kids else e
+        plain[e] = new
         order.append(new)
         tokens.append(None)
         if e is body and isinstance(e, Tuple):
             continue  # the outputs: checked below, with their names
-        inside = [token.get(id(k)) for k in kids]
+        inside = [token.get(k) for k in kids]
         if not kids or all(t is None for t in inside):
             continue
         if any(t is None for t in inside):
@@ -174,19 +174,19 @@ def find_regions(func: Function) -> Regions:
                                  "compiler_end and begin the other with compiler_begin",
                                  _key(e), _op(e))
             sets.union(first, t)
-        token[id(e)] = tokens[-1] = first  # type: ignore[assignment]
+        token[e] = tokens[-1] = first  # type: ignore[assignment]
     _check_outputs(func, token, target_of, sets)
     region, roots = numbered([None if t is None else sets.find(t) for t in tokens])
-    return Regions(Function(func.params, plain[id(body)], func.attrs), order, region,
+    return Regions(Function(func.params, plain[body], func.attrs), order, region,
                    [target_of[r] for r in roots])
 
 
-def _raise_mixed(e: Expr, token: dict[int, int], target_of: list[str], sets: _UnionFind) -> None:
+def _raise_mixed(e: Expr, token: dict[Expr, int], target_of: list[str], sets: _UnionFind) -> None:
     args = e.args if isinstance(e, Call) else children(e)
-    t = next(token[id(a)] for a in args if a is not None and id(a) in token)
+    t = next(token[a] for a in args if a is not None and a in token)
     target = target_of[sets.find(t)]
     for pos, a in enumerate(args):
-        if a is not None and id(a) not in token:
+        if a is not None and a not in token:
             what = describe(_strip_end(a))
             fix = f"wrap it as compiler_begin(<{what}>, {target!r})"
             if isinstance(a, Call) and a.op == END:
@@ -195,16 +195,16 @@ def _raise_mixed(e: Expr, token: dict[int, int], target_of: list[str], sets: _Un
                              f"enters the region without compiler_begin: {fix}", _key(e), _op(e))
 
 
-def _check_outputs(func: Function, token: dict[int, int], target_of: list[str],
+def _check_outputs(func: Function, token: dict[Expr, int], target_of: list[str],
                    sets: _UnionFind) -> None:
     body = func.body
     outs = body.fields if isinstance(body, Tuple) else (body,)
     names = list(func.attrs.get("output_names") or [])
     for k, o in enumerate(outs):
-        if id(o) in token:
+        if o in token:
             name = names[k] if k < len(names) else f"output {k}"
             raise ModelError(f"function output {name!r} ({describe(o)}) is still inside a region "
-                             f"of {target_of[sets.find(token[id(o)])]!r}: wrap it in "
+                             f"of {target_of[sets.find(token[o])]!r}: wrap it in "
                              "compiler_end")
 
 

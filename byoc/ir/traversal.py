@@ -15,18 +15,20 @@ def post_order(roots: Expr | Iterable[Expr]) -> list[Expr]:
     if isinstance(roots, Expr):
         roots = [roots]
     order: list[Expr] = []
-    seen: set[int] = set()
+    # Keyed by the nodes themselves (identity hash): an id() would be a new int object per
+    # lookup, compared by value in the table, a cache miss each on a big graph.
+    seen: set[Expr] = set()
     visit, emit = seen.add, order.append  # bound once: this loop runs for every node
     for root in roots:
-        if id(root) in seen:
+        if root in seen:
             continue
-        visit(id(root))
+        visit(root)
         stack = [(root, iter(children(root)))]
         while stack:
             node, it = stack[-1]
             for child in it:
-                if id(child) not in seen:
-                    visit(id(child))
+                if child not in seen:
+                    visit(child)
                     kids = children(child)
                     if kids:
                         stack.append((child, iter(kids)))
@@ -38,26 +40,26 @@ def post_order(roots: Expr | Iterable[Expr]) -> list[Expr]:
     return order
 
 
-def users(order: list[Expr]) -> dict[int, list[Expr]]:
-    """For a post-order, map id(expr) to the expressions that read it (with repeats)."""
-    out: dict[int, list[Expr]] = {id(e): [] for e in order}
+def users(order: list[Expr]) -> dict[Expr, list[Expr]]:
+    """For a post-order, map each expression to those that read it (with repeats)."""
+    out: dict[Expr, list[Expr]] = {e: [] for e in order}
     for e in order:
         for c in children(e):
-            out[id(c)].append(e)
+            out[c].append(e)
     return out
 
 
 def rewrite(
     roots: list[Expr], fn: Callable[[Expr, Expr], Expr] | None = None
-) -> tuple[list[Expr], dict[int, Expr]]:
+) -> tuple[list[Expr], dict[Expr, Expr]]:
     """Rebuild the graph bottom-up.
 
     For each node (post-order) the node is first rebuilt with its children's replacements,
     then ``fn(original, rebuilt)`` may return a different replacement. Returns the new roots
     and the memo (id of original -> replacement).
     """
-    memo: dict[int, Expr] = {}
+    memo: dict[Expr, Expr] = {}
     for e in post_order(roots):
-        rebuilt = with_children(e, [memo[id(c)] for c in children(e)]) if children(e) else e
-        memo[id(e)] = fn(e, rebuilt) if fn is not None else rebuilt
-    return [memo[id(r)] for r in roots], memo
+        rebuilt = with_children(e, [memo[c] for c in children(e)]) if children(e) else e
+        memo[e] = fn(e, rebuilt) if fn is not None else rebuilt
+    return [memo[r] for r in roots], memo

@@ -62,8 +62,8 @@ def range_regions(func: Function, order: list[Expr], backend: Backend, start: Bo
         raise ModelError(f"backend {backend.name!r} does not take {len(refused)} node(s) of the "
                          f"range: {listed}{more}")
     graph = IndexGraph.of(order)
-    chosen = {id(c) for c in picked}
-    region = [0 if id(e) in chosen else -1 for e in order]
+    chosen = {c for c in picked}
+    region = [0 if e in chosen else -1 for e in order]
     for i, e in enumerate(order):
         if isinstance(e, TupleGetItem) and region[graph.kids[i][0]] == 0:
             region[i] = 0
@@ -71,7 +71,7 @@ def range_regions(func: Function, order: list[Expr], backend: Backend, start: Bo
     if gap:
         raise ModelError(f"the range {where} is not convex: a path leaves it and comes back, so "
                          f"these would have to join it: {names([order[i] for i in gap], 20)}")
-    reasons = {node_key(c): f"outside the range {where}" for c in calls if id(c) not in chosen}
+    reasons = {node_key(c): f"outside the range {where}" for c in calls if c not in chosen}
     return Regions(func, order, region, [backend.name], graph), reasons
 
 

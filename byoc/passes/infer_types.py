@@ -27,18 +27,18 @@ def infer_function(func: Function, order: list[Expr]) -> tuple[Function, list[Ex
     """``func`` typed, and its nodes producers first (``order`` itself if nothing changed)."""
     if all(not _unknown(e.type) for e in order if isinstance(e, Call)):
         return func, order
-    new: dict[int, Expr] = {}
+    new: dict[Expr, Expr] = {}
     out: list[Expr] = []
     for e in order:
         kids = children(e)
-        rebuilt = with_children(e, [new[id(k)] for k in kids]) if kids else e
+        rebuilt = with_children(e, [new[k] for k in kids]) if kids else e
         if isinstance(rebuilt, Call) and _unknown(rebuilt.type):
             t = _infer(rebuilt)
             if t is not rebuilt.type:
                 rebuilt = Call(rebuilt.op, rebuilt.args, rebuilt.attrs, t, rebuilt.span)
-        new[id(e)] = rebuilt
+        new[e] = rebuilt
         out.append(rebuilt)
-    return Function(func.params, new[id(func.body)], func.attrs), out
+    return Function(func.params, new[func.body], func.attrs), out
 
 
 def _unknown(t: Type) -> bool:

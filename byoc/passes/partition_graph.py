@@ -123,18 +123,22 @@ def _boundary(regions: Regions, units: Units, members: list[list[int]]
     """Per region: the nodes whose values enter it (first use first) and leave it (producers
     first), as positions."""
     unit_of, kids, n_regions = units.unit_of, regions.index_graph().kids, units.n_regions
-    entering: list[list[int]] = [[] for _ in range(n_regions)]
-    seen: set[int] = set()  # k * n_regions + r: value k already enters region r
+    entering: list[list[int]] = []
+    for r, nodes in enumerate(members):  # a region's own small set, not one for the graph
+        mine: list[int] = []
+        seen: set[int] = set()
+        for i in nodes:
+            for k in kids[i]:
+                if unit_of[k] != r and k not in seen:
+                    seen.add(k)
+                    mine.append(k)
+        entering.append(mine)
     leaves = bytearray(len(unit_of))  # a node's value leaves the region holding it
     for i, u in enumerate(unit_of):
         for k in kids[i]:
             uk = unit_of[k]
-            if uk != u:
-                if 0 <= uk < n_regions:
-                    leaves[k] = 1
-                if 0 <= u < n_regions and k * n_regions + u not in seen:
-                    seen.add(k * n_regions + u)
-                    entering[u].append(k)
+            if uk != u and 0 <= uk < n_regions:
+                leaves[k] = 1
     leaves[-1] = 1  # main's result leaves whatever region holds it
     return entering, [[i for i in nodes if leaves[i]] for nodes in members]
 

@@ -67,15 +67,15 @@ def inline_regions(mod: IRModule, why: dict[str, str]) -> IRModule:
 
 def inline_call(func: Function, args: list[Expr], reasons: dict[str, str], why: str) -> Expr:
     """``func``'s body over ``args``, composites opened up; each call's reason set to ``why``."""
-    new: dict[int, Expr] = {id(p): a for p, a in zip(func.params, args)}
+    new: dict[Expr, Expr] = dict(zip(func.params, args))
     for e in post_order(func.body):
-        if id(e) in new:
+        if e in new:
             continue
-        kids = [new[id(k)] for k in children(e)]
+        kids = [new[k] for k in children(e)]
         if isinstance(e, Call) and isinstance(e.op, Function):
-            new[id(e)] = inline_call(e.op, kids, reasons, why)  # composites are one level deep
+            new[e] = inline_call(e.op, kids, reasons, why)  # composites are one level deep
             continue
-        new[id(e)] = with_children(e, kids) if kids else e
+        new[e] = with_children(e, kids) if kids else e
         if isinstance(e, Call):
             reasons[node_key(e)] = why
-    return new[id(func.body)]
+    return new[func.body]

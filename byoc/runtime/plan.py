@@ -39,7 +39,7 @@ class Plan:
     constants: list[tuple[int, np.ndarray]]
     instrs: list[Instr]
     output_slots: list[int]
-    slot_of: dict[int, int] = field(default_factory=dict)  # id(expr) -> slot
+    slot_of: dict[Expr, int] = field(default_factory=dict)  # each value's slot
     # The instructions as flat tuples for the executor's loop: (kind, fn, args, out, free,
     # unpack, index). An omitted input reads slot ``none_slot``, which always holds None.
     code: list[tuple] = field(default_factory=list)
@@ -52,16 +52,16 @@ def make_plan(func: Function, kernel_for: Callable[[Call], Callable]) -> Plan:
     outputs = list(body.fields) if isinstance(body, Tuple) and "output_names" in func.attrs \
         and len(func.attrs["output_names"]) == len(body.fields) else [body]
     order = post_order(outputs)
-    slot_of: dict[int, int] = {}
+    slot_of: dict[Expr, int] = {}
     for p in func.params:
-        slot_of[id(p)] = len(slot_of)
+        slot_of[p] = len(slot_of)
     constants: list[tuple[int, np.ndarray]] = []
     instrs: list[Instr] = []
     for e in order:
-        if id(e) in slot_of:
+        if e in slot_of:
             continue
         slot = len(slot_of)
-        slot_of[id(e)] = slot
+        slot_of[e] = slot
         if isinstance(e, Constant):
             constants.append((slot, e.value))
         elif isinstance(e, Var):
@@ -69,13 +69,13 @@ def make_plan(func: Function, kernel_for: Callable[[Call], Callable]) -> Plan:
         elif isinstance(e, GlobalVar):
             continue
         elif isinstance(e, Call):
-            args = tuple(-1 if a is None else slot_of[id(a)] for a in e.args)
+            args = tuple(-1 if a is None else slot_of[a] for a in e.args)
             instrs.append(Instr(CALL, kernel_for(e), args, slot, call=e))
         elif isinstance(e, TupleGetItem):
-            instrs.append(Instr(GETITEM, e.index, (slot_of[id(e.tuple_value)],), slot))
+            instrs.append(Instr(GETITEM, e.index, (slot_of[e.tuple_value],), slot))
         elif isinstance(e, Tuple):
-            instrs.append(Instr(TUPLE, None, tuple(slot_of[id(f)] for f in e.fields), slot))
-    output_slots = [slot_of[id(o)] for o in outputs]
+            instrs.append(Instr(TUPLE, None, tuple(slot_of[f] for f in e.fields), slot))
+    output_slots = [slot_of[o] for o in outputs]
     keep = set(output_slots) | {s for s, _ in constants}
     last_use: dict[int, int] = {}
     for k, ins in enumerate(instrs):
@@ -94,5 +94,5 @@ def make_plan(func: Function, kernel_for: Callable[[Call], Callable]) -> Plan:
         args = tuple(none_slot if a < 0 else a for a in ins.args)
         unpack = ins.kind == CALL and not isinstance(ins.call.type, TupleType)
         code.append((ins.kind, ins.fn, args, ins.out, ins.free, unpack, k))
-    return Plan(func, none_slot + 1, [slot_of[id(p)] for p in func.params], constants, instrs,
+    return Plan(func, none_slot + 1, [slot_of[p] for p in func.params], constants, instrs,
                 output_slots, slot_of, code, none_slot)

@@ -313,6 +313,9 @@ class Importer:
                             stack.append(attr.g)
                         elif attr.type == onnx.AttributeProto.GRAPHS:
                             stack.extend(attr.graphs)
+        # The names more than one node gives itself: usually none, so that naming a node asks
+        # a small set rather than the big table of every name (a cache miss on a big graph).
+        self.repeated = {name for name, count in self.used_names.items() if count > 1}
 
     def initializer(self, t: onnx.TensorProto) -> np.ndarray:
         """An initializer's value: external data memory-mapped, declared size checked."""
@@ -360,7 +363,7 @@ class Importer:
 
     def span(self, node: _Node) -> Span:
         name = given = node.name
-        if not name or self.used_names[name] > 1:
+        if not name or name in self.repeated:
             # Stable across runs: op type and how many nodes of that type came before.
             base = name or node.op_type
             while True:
