@@ -134,7 +134,6 @@ class _Node:
                  "has_graph")
 
     def __init__(self, proto: onnx.NodeProto):
-        self.proto = proto
         self.name = name = proto.name
         self.op_type = op_type = proto.op_type
         self.domain = domain = proto.domain
@@ -149,6 +148,9 @@ class _Node:
                   *inputs, *outputs)
         attributes = proto.attribute
         self.has_attrs = bool(attributes)
+        # Kept only where its attributes are read later: every wrapper kept alive is one more
+        # entry in protobuf's table of live wrappers, and most nodes have no attributes.
+        self.proto = proto if attributes or op_type == "Constant" else None
         self.has_graph = self.has_attrs and any(a.type in _GRAPH_ATTRS for a in attributes)
 
 
