@@ -58,12 +58,12 @@ class Pattern:
     def match(self, expr: Expr) -> Match | None:
         """The match rooted at ``expr``, or None."""
         env: dict[int, Expr] = {}
-        nodes: dict[int, Expr] = {}
-        if not self._match(expr, env, nodes) or id(expr) not in nodes:
+        nodes: dict[Expr, Expr] = {}
+        if not self._match(expr, env, nodes) or expr not in nodes:
             return None
         return _finish(expr, nodes)
 
-    def _match(self, e: Expr | None, env: dict[int, Expr], nodes: dict[int, Expr]) -> bool:
+    def _match(self, e: Expr | None, env: dict[int, Expr], nodes: dict[Expr, Expr]) -> bool:
         raise NotImplementedError
 
     def _bind(self, e: Expr, env: dict[int, Expr]) -> bool:
@@ -108,7 +108,7 @@ class OpPattern(Pattern):
     def _match(self, e, env, nodes):
         if not self.accepts(e) or not self._bind(e, env):
             return False
-        nodes[id(e)] = e
+        nodes[e] = e
         return True
 
 
@@ -120,7 +120,7 @@ class _Call(Pattern):
     def _match(self, e, env, nodes):
         if not self.op.accepts(e) or not self._bind(e, env):
             return False
-        nodes[id(e)] = e
+        nodes[e] = e
         args = list(e.args)
         while args and args[-1] is None:
             args.pop()
@@ -143,7 +143,7 @@ class _GetItem(Pattern):
     def _match(self, e, env, nodes):
         if not isinstance(e, TupleGetItem) or self.index not in (None, e.index):
             return False
-        nodes[id(e)] = e
+        nodes[e] = e
         return self._bind(e, env) and self.tuple_pattern._match(e.tuple_value, env, nodes)
 
 
@@ -179,22 +179,22 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _finish(root: Expr, nodes: dict[int, Expr]) -> Match:
+def _finish(root: Expr, nodes: dict[Expr, Expr]) -> Match:
     """Order the matched nodes producers first and collect what they read from outside."""
     order: list[Expr] = []
-    inputs: dict[int, Expr] = {}
-    seen: set[int] = {id(root)}
+    inputs: dict[Expr, Expr] = {}
+    seen: set[Expr] = {root}
     stack = [(root, iter(children(root)))]
     while stack:
         node, it = stack[-1]
         for k in it:
-            if id(k) in nodes:
-                if id(k) not in seen:
-                    seen.add(id(k))
+            if k in nodes:
+                if k not in seen:
+                    seen.add(k)
                     stack.append((k, iter(children(k))))
                     break
             else:
-                inputs.setdefault(id(k), k)
+                inputs.setdefault(k, k)
         else:
             stack.pop()
             order.append(node)

@@ -176,7 +176,7 @@ def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, Ten
     superlinear in a function's size, and a region can hold a thousand ops.
     """
     n_out = len(call.type.fields) if not isinstance(call.type, TensorType) else 1
-    out_storage = [plan.storage[(id(call), k)] for k in range(n_out)]
+    out_storage = [plan.storage[(call, k)] for k in range(n_out)]
     source = call.args[0]
     aliased = (_is_view(call) and source is not None
                and out_storage[0] is plan.storage[key_of(source)])
@@ -202,7 +202,7 @@ def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, Ten
         ins.append(Tensor(f"a{j}", tuple(t.shape), t.dtype, value))  # type: ignore[arg-type]
     outs = []
     for k, s in enumerate(out_storage):
-        t = types[(id(call), k)]
+        t = types[(call, k)]
         if k == 0 and aliased:  # a view that shares its input (Dropout, with its mask to fill)
             outs.append(Tensor("a0", tuple(t.shape), t.dtype))  # type: ignore[arg-type]
             continue

@@ -22,32 +22,32 @@ LIMIT_BYTES = 1 << 28
 def fold_constants(func: Function) -> Function:
     """``func`` with its constant-only calls replaced by their values (``func`` if none)."""
     order = post_order(func.body)
-    constant = {id(e) for e in order if isinstance(e, Constant)}
+    constant: set[Expr] = {e for e in order if isinstance(e, Constant)}
     for e in order:
         if isinstance(e, Call) and isinstance(e.op, str) and children(e) and \
-                all(id(a) in constant for a in children(e)):
-            constant.add(id(e))
-        elif isinstance(e, TupleGetItem) and id(e.tuple_value) in constant:
-            constant.add(id(e))
+                all(a in constant for a in children(e)):
+            constant.add(e)
+        elif isinstance(e, TupleGetItem) and e.tuple_value in constant:
+            constant.add(e)
     wanted = _frontier(func, order, constant)
     if not wanted:
         return func
     names = [f"v{k}" for k in range(len(wanted))]
     probe = Function((), Tuple(tuple(wanted)), {"output_names": names})
     values = Executable(IRModule({"main": probe})).run_function(probe, [])
-    folded = {id(e): Constant(v, value_name(e)) for e, v in zip(wanted, values)
+    folded = {e: Constant(v, value_name(e)) for e, v in zip(wanted, values)
               if getattr(v, "nbytes", LIMIT_BYTES + 1) <= LIMIT_BYTES}
-    (body,), _ = rewrite([func.body], lambda old, new: folded.get(id(old), new))
+    (body,), _ = rewrite([func.body], lambda old, new: folded.get(old, new))
     return Function(func.params, body, func.attrs)
 
 
-def _frontier(func: Function, order: list[Expr], constant: set[int]) -> list[Expr]:
+def _frontier(func: Function, order: list[Expr], constant: set[Expr]) -> list[Expr]:
     """Constant values that something non-constant reads, or that the region returns."""
     body = func.body
-    results = {id(f) for f in (body.fields if isinstance(body, Tuple) else (body,))}
-    read = set()
+    results = set(body.fields if isinstance(body, Tuple) else (body,))
+    read: set[Expr] = set()
     for e in order:
-        if id(e) not in constant:
-            read.update(id(a) for a in children(e))
-    return [e for e in order if id(e) in constant and not isinstance(e, Constant)
-            and (id(e) in read or id(e) in results) and isinstance(e.type, TensorType)]
+        if e not in constant:
+            read.update(children(e))
+    return [e for e in order if e in constant and not isinstance(e, Constant)
+            and (e in read or e in results) and isinstance(e.type, TensorType)]

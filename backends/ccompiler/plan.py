@@ -71,13 +71,13 @@ def plan_storage(params: Sequence[Var], body: Expr, order: list[Expr],
     storage: dict[Key, Storage] = {}
     inputs = []
     for i, p in enumerate(params):
-        key = (id(p), 0)
+        key = (p, 0)
         storage[key] = s = Storage("input", i, nbytes(key), types[key].dtype, p.name)
         inputs.append(s)
     constants: list[tuple[Storage, Constant]] = []
 
     def const_storage(c: Constant) -> Storage:
-        k = (id(c), 0)
+        k = (c, 0)
         if k not in storage:
             storage[k] = Storage("const", len(constants), c.value.nbytes, c.value.dtype.name,
                                  c.name)
@@ -105,7 +105,7 @@ def plan_storage(params: Sequence[Var], body: Expr, order: list[Expr],
             if isinstance(a, Constant) and not static_input(call, j):
                 const_storage(a)
         for k in range(n_outputs(call)):
-            key = (id(call), k)
+            key = (call, k)
             if key in first_slot:
                 s = slot_storage[first_slot[key]]
             elif k == 0 and is_view(call):

@@ -15,14 +15,14 @@ from byoc.op import registry
 
 from .emitter import Unsupported
 
-Key = tuple[int, int]  # (id of the producing node, output index)
+Key = tuple[Expr, int]  # (the producing node, output index)
 
 
 def key_of(expr: Expr) -> Key:
     """The key of the value an expression stands for (a TupleGetItem names its call's output)."""
     if isinstance(expr, TupleGetItem):
-        return (id(expr.tuple_value), expr.index)
-    return (id(expr), 0)
+        return (expr.tuple_value, expr.index)
+    return (expr, 0)
 
 
 def n_outputs(call: Call) -> int:
@@ -33,14 +33,14 @@ def concrete_types(func: Function, arg_types: Sequence[TensorType]) -> dict[Key,
     """Every value's static TensorType when ``func`` is called with ``arg_types``."""
     types: dict[Key, TensorType] = {}
     for p, t in zip(func.params, arg_types):
-        types[(id(p), 0)] = t
+        types[(p, 0)] = t
     for e in post_order(func.body):
         if isinstance(e, Constant):
-            types[(id(e), 0)] = e.type
+            types[(e, 0)] = e.type
         elif isinstance(e, Call):
             for k, t in enumerate(_call_types(e, types)):
-                types[(id(e), k)] = t
-        elif isinstance(e, Var) and (id(e), 0) not in types:
+                types[(e, k)] = t
+        elif isinstance(e, Var) and (e, 0) not in types:
             raise Unsupported(f"free variable {e.name!r} in the region")
     return types
 

@@ -49,9 +49,9 @@ class _Region:
         self.results: list[Key] = []
         self.copies: list[tuple[str, Key]] = []  # (output pointer, value) copied at the end
         for p in func.params:
-            t = types[(id(p), 0)]
+            t = types[(p, 0)]
             name = self.names.unique("in_" + p.name)
-            self.ptr[(id(p), 0)] = name
+            self.ptr[(p, 0)] = name
             self.params.append(f"const {c_type(t.dtype)} *{name}")
         body = func.body
         for k, f in enumerate(body.fields if isinstance(body, Tuple) else (body,)):
@@ -65,7 +65,7 @@ class _Region:
                 self.results.append(key_of(f))
 
     def constant(self, c: Constant) -> str:
-        key = (id(c), 0)
+        key = (c, 0)
         if key not in self.ptr:
             self.ptr[key] = f"(({c_type(c.value.dtype.name)} *)consts[{len(self.constants)}])"
             self.constants.append(c.value)
@@ -119,7 +119,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
 
 
 def _const_of(func: Function, key: Key) -> Constant:
-    return next(e for e in post_order(func.body) if id(e) == key[0])  # type: ignore[return-value]
+    return next(e for e in post_order(func.body) if e is key[0])  # type: ignore[return-value]
 
 
 def _read_outside(func: Function) -> set[Key]:
@@ -128,17 +128,17 @@ def _read_outside(func: Function) -> set[Key]:
     body = func.body
     for f in body.fields if isinstance(body, Tuple) else (body,):
         out.add(key_of(f))
-    groups_of: dict[int, int] = {}
+    groups_of: dict[Expr, int] = {}
     for g, group in enumerate(fuse_ops(func)):
         for n in group.nodes:
-            groups_of[id(n)] = g
+            groups_of[n] = g
     for e in post_order(func.body):
         if isinstance(e, Call):
             for a in e.args:
                 if a is None or isinstance(a, (Var, Constant)):
                     continue
                 producer = key_of(a)[0]
-                if groups_of.get(producer) != groups_of.get(id(e)):
+                if groups_of.get(producer) != groups_of.get(e):
                     out.add(key_of(a))
     return out
 

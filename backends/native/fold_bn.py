@@ -29,11 +29,11 @@ def _stats(bn: Call) -> tuple[np.ndarray, np.ndarray] | None:
 def fold_batch_norm(func: Function) -> Function:
     """``func`` with each foldable BatchNormalization folded (``func`` if none)."""
     order = post_order(func.body)
-    readers: dict[int, int] = {}
+    readers: dict[Expr, int] = {}
     for e in order:
         for a in getattr(e, "args", ()):
             if a is not None:
-                readers[id(a)] = readers.get(id(a), 0) + 1
+                readers[a] = readers.get(a, 0) + 1
     if not any(isinstance(e, Call) and e.op == "BatchNormalization" for e in order):
         return func
 
@@ -45,7 +45,7 @@ def fold_batch_norm(func: Function) -> Function:
         if not isinstance(t, TensorType) or t.rank is None or t.rank < 2 or t.dtype != "float32":
             return new
         s, shift = stats
-        if isinstance(x, Call) and x.op == "Conv" and readers.get(id(old.args[0]), 0) == 1 \
+        if isinstance(x, Call) and x.op == "Conv" and readers.get(old.args[0], 0) == 1 \
                 and isinstance(x.args[1], Constant) and \
                 (len(x.args) < 3 or x.args[2] is None or isinstance(x.args[2], Constant)):
             w = x.args[1].value

@@ -95,9 +95,9 @@ def _kind(g: Group, types: dict[Key, TensorType], read_outside: set[Key]) -> str
 
 def _kernel(kind: str, nodes: list[Call], read_outside: set[Key], root: Call | None = None
             ) -> Kernel:
-    inside = {id(n) for n in nodes}
-    outs = [(id(n), k) for n in nodes for k in range(n_outputs(n))
-            if (id(n), k) in read_outside or kind == "op"]
+    inside: set[Expr] = set(nodes)
+    outs: list[Key] = [(n, k) for n in nodes for k in range(n_outputs(n))
+                       if (n, k) in read_outside or kind == "op"]
     if root is not None:
         outs.sort(key=lambda k: k != key_of(root))
     inputs: list[Expr] = []
@@ -107,7 +107,7 @@ def _kernel(kind: str, nodes: list[Call], read_outside: set[Key], root: Call | N
             if a is None:
                 continue
             producer = a.tuple_value if hasattr(a, "tuple_value") else a
-            if id(producer) in inside or key_of(a) in seen:
+            if producer in inside or key_of(a) in seen:
                 continue
             seen.add(key_of(a))
             inputs.append(a)

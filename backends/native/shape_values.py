@@ -37,23 +37,23 @@ _ROUNDS = 16  # Shape -> fold rounds at most (each one can type the next values)
 
 def computes_shape(expr: Expr | None) -> bool:
     """Whether ``expr`` is a small value computed from shapes and constants only."""
-    memo: dict[int, bool] = {}
+    memo: dict[Expr, bool] = {}
     stack = [expr]
     while stack:  # iterative post-order over the cone of expr, stopping at Shape calls
         e = stack[-1]
-        if e is None or id(e) in memo:
+        if e is None or e in memo:
             stack.pop()
             continue
         if isinstance(e, Constant) or isinstance(e, Call) and e.op == "Shape":
-            memo[id(e)] = True
+            memo[e] = True
         elif not isinstance(e, Call) or e.op not in SHAPE_OPS or not _small(e.type):
             return False  # one input from elsewhere decides it
         else:
-            pending = [a for a in e.args if a is not None and id(a) not in memo]
+            pending = [a for a in e.args if a is not None and a not in memo]
             if pending:
                 stack.extend(pending)
                 continue
-            memo[id(e)] = True
+            memo[e] = True
         stack.pop()
     return True
 
@@ -77,9 +77,9 @@ def shape_inputs(call: Call) -> list[int]:
 def value_params(func: Function) -> tuple[int, ...]:
     """Indices of the parameters whose values decide shapes in ``func``: the cone of each
     non-constant static input (through SHAPE_OPS) that reaches a parameter."""
-    index = {id(p): k for k, p in enumerate(func.params)}
+    index: dict[Expr, int] = {p: k for k, p in enumerate(func.params)}
     found: set[int] = set()
-    seen: set[int] = set()
+    seen: set[Expr] = set()
     stack: list[Expr] = []
     for e in post_order(func.body):
         if isinstance(e, Call) and isinstance(e.op, str):
@@ -87,11 +87,11 @@ def value_params(func: Function) -> tuple[int, ...]:
             stack.extend(e.args[j] for j in args if j < len(e.args) and e.args[j] is not None)
     while stack:
         e = stack.pop()
-        if id(e) in seen:
+        if e in seen:
             continue
-        seen.add(id(e))
-        if isinstance(e, Var) and id(e) in index:
-            found.add(index[id(e)])
+        seen.add(e)
+        if isinstance(e, Var) and e in index:
+            found.add(index[e])
         elif isinstance(e, Call) and e.op in SHAPE_OPS and e.op != "Shape":
             stack.extend(a for a in e.args if a is not None)
     return tuple(sorted(found))
@@ -103,7 +103,7 @@ def specialize(func: Function, arg_types: Sequence[TensorType],
     value whose type is then known replaced by its value, folded (the parameters stay, so the
     calling convention does not change)."""
     if values:
-        consts = {id(func.params[k]): Constant(np.asarray(v), func.params[k].name)
+        consts = {func.params[k]: Constant(np.asarray(v), func.params[k].name)
                   for k, v in values.items()}
         func = _replaced(func, consts)
     for _ in range(_ROUNDS):
@@ -114,12 +114,12 @@ def specialize(func: Function, arg_types: Sequence[TensorType],
     return func
 
 
-def _replaced(func: Function, by: dict[int, Expr]) -> Function:
-    (body,), _ = rewrite([func.body], lambda old, new: by.get(id(old), new))
+def _replaced(func: Function, by: dict[Expr, Expr]) -> Function:
+    (body,), _ = rewrite([func.body], lambda old, new: by.get(old, new))
     return fold_constants(Function(func.params, body, func.attrs))
 
 
-def _known_shapes(func: Function, arg_types: Sequence[TensorType]) -> dict[int, Constant]:
+def _known_shapes(func: Function, arg_types: Sequence[TensorType]) -> dict[Expr, Constant]:
     """Constants for the Shape calls whose input has a concrete type for ``arg_types``."""
     calls = [e for e in post_order(func.body) if isinstance(e, Call) and e.op == "Shape"]
     if not calls:
@@ -128,7 +128,7 @@ def _known_shapes(func: Function, arg_types: Sequence[TensorType]) -> dict[int, 
         types = concrete_types(func, arg_types)
     except Unsupported:
         types = {}
-    out: dict[int, Constant] = {}
+    out: dict[Expr, Constant] = {}
     for call in calls:
         src = call.args[0]
         t = types.get(key_of(src)) if src is not None else None
@@ -139,5 +139,5 @@ def _known_shapes(func: Function, arg_types: Sequence[TensorType]) -> dict[int, 
                 continue
         if t is not None:
             dummy = np.broadcast_to(np.zeros((), t.dtype or "float32"), t.shape)
-            out[id(call)] = Constant(shape_kernel(call.attrs, dummy)[0], "shape")
+            out[call] = Constant(shape_kernel(call.attrs, dummy)[0], "shape")
     return out

@@ -29,53 +29,53 @@ def _cheap(e: Expr) -> bool:
     return entry is not None and entry.fuse_pattern in CHEAP and e.op not in NOT_REPEATABLE
 
 
-def mirrorable(forward: list[Expr]) -> set[int]:
-    """Ids of the forward calls worth mirroring: each one's mirror (with those of its cheap
+def mirrorable(forward: list[Expr]) -> set[Expr]:
+    """The forward calls worth mirroring: each one's mirror (with those of its cheap
     inputs) reads at most one stored tensor. ``forward`` is a post-order."""
-    reads: dict[int, frozenset[int]] = {}  # id -> stored tensors the mirror reads
+    reads: dict[Expr, frozenset[Expr]] = {}  # call -> stored tensors the mirror reads
     for e in forward:
         if not _cheap(e):
             continue
-        stored: set[int] = set()
+        stored: set[Expr] = set()
         for a in children(e):
             if isinstance(a, (Var, Constant)):
                 continue
-            stored |= reads.get(id(a), {id(a)})
+            stored |= reads.get(a, {a})
         if len(stored) <= 1:
-            reads[id(e)] = frozenset(stored)
+            reads[e] = frozenset(stored)
     return set(reads)
 
 
 def recompute_elementwise(forward_outs: list[Expr], grads: list[Expr]) -> list[Expr]:
     """``grads`` with every read of a mirrorable forward value replaced by its mirror."""
     forward = post_order(forward_outs)
-    in_forward = {id(e) for e in forward}
+    in_forward = set(forward)
     cheap = mirrorable(forward)
-    mirrors: dict[int, Expr] = {}
+    mirrors: dict[Expr, Expr] = {}
 
     def mirror(root: Call) -> Expr:
         stack: list[Call] = [root]
         while stack:  # iterative: a long elementwise chain must not recurse
             e = stack[-1]
-            if id(e) in mirrors:
+            if e in mirrors:
                 stack.pop()
                 continue
-            todo = [a for a in children(e) if id(a) in cheap and id(a) not in mirrors]
+            todo = [a for a in children(e) if a in cheap and a not in mirrors]
             if todo:
                 stack.extend(todo)  # type: ignore[arg-type]
                 continue
             stack.pop()
-            args = tuple(None if a is None else mirrors.get(id(a), a) for a in e.args)
+            args = tuple(None if a is None else mirrors.get(a, a) for a in e.args)
             base = e.span.name if e.span is not None else e.op_name
-            mirrors[id(e)] = Call(e.op, args, e.attrs, e.type, Span(f"{base}/recompute", e.op_name))
-        return mirrors[id(root)]
+            mirrors[e] = Call(e.op, args, e.attrs, e.type, Span(f"{base}/recompute", e.op_name))
+        return mirrors[root]
 
-    new: dict[int, Expr] = {}
+    new: dict[Expr, Expr] = {}
     for e in post_order(grads):
-        if id(e) in in_forward:
-            new[id(e)] = e
+        if e in in_forward:
+            new[e] = e
             continue
         kids = children(e)
-        swapped = [mirror(k) if id(k) in cheap else new[id(k)] for k in kids]  # type: ignore
-        new[id(e)] = with_children(e, swapped) if kids else e
-    return [new[id(g)] for g in grads]
+        swapped = [mirror(k) if k in cheap else new[k] for k in kids]  # type: ignore
+        new[e] = with_children(e, swapped) if kids else e
+    return [new[g] for g in grads]

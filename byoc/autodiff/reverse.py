@@ -87,11 +87,11 @@ def completion_order(loss: Expr, wrt: Sequence[Var]) -> list[int]:
     alive to the end. In this order each weight gradient is made, and its inputs freed, as
     soon as the backward pass reaches its layer.
     """
-    first_read: dict[int, int] = {}
+    first_read: dict[Expr, int] = {}
     for k, e in enumerate(post_order(loss)):
         for c in children(e):
-            first_read.setdefault(id(c), k)
-    return sorted(range(len(wrt)), key=lambda k: -first_read.get(id(wrt[k]), -1))
+            first_read.setdefault(c, k)
+    return sorted(range(len(wrt)), key=lambda k: -first_read.get(wrt[k], -1))
 
 
 def _outputs(main: Function) -> list[Expr]:
@@ -135,13 +135,13 @@ def _is_float(t: Type) -> bool:
     return isinstance(t, TensorType) and (t.dtype in FLOATS or t.dtype is None)
 
 
-def _key(e: Expr) -> tuple[int, int]:
-    """Which output a value is: (id of the call, output index); plain values are output 0."""
+def _key(e: Expr) -> tuple[Expr, int]:
+    """Which output a value is: (the call, output index); plain values are output 0."""
     while isinstance(e, TupleGetItem) and isinstance(e.tuple_value, Tuple):
         e = e.tuple_value.fields[e.index]
     if isinstance(e, TupleGetItem):
-        return id(e.tuple_value), e.index
-    return id(e), 0
+        return e.tuple_value, e.index
+    return e, 0
 
 
 def _emit(where: str, op: str, *args: object, **attrs: object) -> Call:
@@ -180,33 +180,33 @@ def _fill(value: float, like: Expr, where: str) -> Expr:
 def backprop(loss: Expr, wrt: Sequence[Var], loss_name: str = "loss") -> list[Expr]:
     """d loss / d v for each v in ``wrt``, as IR over the graph of ``loss``."""
     order = post_order(loss)
-    targets = {id(v) for v in wrt}
+    targets = set(wrt)
     # needs[e]: e is a float value that depends on some wrt; only those carry gradients.
-    needs: dict[int, bool] = {}
+    needs: dict[Expr, bool] = {}
     for e in order:
         if isinstance(e, Var):
-            needs[id(e)] = id(e) in targets
+            needs[e] = e in targets
         elif isinstance(e, (Call, Tuple, TupleGetItem)):
-            needs[id(e)] = _is_float(e.type) and any(needs[id(c)] for c in children(e))
+            needs[e] = _is_float(e.type) and any(needs[c] for c in children(e))
         else:
-            needs[id(e)] = False
-    adjoint: dict[tuple[int, int], list[Expr]] = defaultdict(list)
-    retyped: dict[tuple[int, Type], Expr] = {}
-    if needs[id(loss)]:
+            needs[e] = False
+    adjoint: dict[tuple[Expr, int], list[Expr]] = defaultdict(list)
+    retyped: dict[tuple[Expr, Type], Expr] = {}
+    if needs[loss]:
         adjoint[_key(loss)].append(_fill(1.0, loss, loss_name))
     for e in reversed(order):
-        if not (isinstance(e, Call) and needs[id(e)]):
+        if not (isinstance(e, Call) and needs[e]):
             continue
         where = _name(e)
         n_out = len(e.type.fields) if isinstance(e.type, TupleType) else 1
-        grads = tuple(_total(adjoint.pop((id(e), i), None), where) for i in range(n_out))
+        grads = tuple(_total(adjoint.pop((e, i), None), where) for i in range(n_out))
         if all(g is None for g in grads):
             continue  # e feeds the loss only through values that carry no gradient
-        wants = tuple(a is not None and needs[id(a)] for a in e.args)
+        wants = tuple(a is not None and needs[a] for a in e.args)
         for a, g in zip(e.args, _apply_rule(e, grads, wants, loss_name)):
-            if a is not None and g is not None and needs[id(a)]:
+            if a is not None and g is not None and needs[a]:
                 adjoint[_key(a)].append(_typed(g, a, grads, e, retyped))
-    return [_total(adjoint.get((id(v), 0)), v.name) or _fill(0.0, v, v.name) for v in wrt]
+    return [_total(adjoint.get((v, 0)), v.name) or _fill(0.0, v, v.name) for v in wrt]
 
 
 def _apply_rule(call: Call, grads: tuple[Expr | None, ...], wants: tuple[bool, ...],
@@ -224,7 +224,7 @@ def _apply_rule(call: Call, grads: tuple[Expr | None, ...], wants: tuple[bool, .
 
 
 def _typed(g: Expr, x: Expr, passed: tuple[Expr | None, ...], call: Call,
-           memo: dict[tuple[int, Type], Expr]) -> Expr:
+           memo: dict[tuple[Expr, Type], Expr]) -> Expr:
     """g with x's type: a gradient has exactly its value's shape, which a Reshape to a
     run-time shape cannot tell inference. A rule that contradicts it is a bug in the rule.
     ``memo`` keeps one retyped copy per node, so a node given to two inputs is not doubled."""
@@ -240,7 +240,7 @@ def _typed(g: Expr, x: Expr, passed: tuple[Expr | None, ...], call: Call,
                            f"type {xt} (node {_name(call)!r})")
     if not isinstance(g, Call) or any(g is p for p in passed):
         return g  # retyping would copy a node another value also uses
-    key = (id(g), xt)
+    key = (g, xt)
     if key not in memo:
         memo[key] = Call(g.op, g.args, g.attrs, xt, g.span)
     return memo[key]

@@ -39,26 +39,26 @@ def _diff(lhs: Function, rhs: Function, spans: bool) -> str | None:
         return f"{len(lhs.params)} params vs {len(rhs.params)}"
     if not _attr_equal(lhs.attrs, rhs.attrs, spans):
         return f"function attrs differ: {lhs.attrs} vs {rhs.attrs}"
-    pair: dict[int, int] = {}
+    pair: dict[Expr, Expr] = {}
     for a, b in zip(lhs.params, rhs.params):
         if a.type != b.type:
             return f"param {a.name}: {a.type} vs {b.type}"
-        pair[id(a)] = id(b)
+        pair[a] = b
     la, lb = post_order(lhs.body), post_order(rhs.body)
     if len(la) != len(lb):
         return f"{len(la)} nodes vs {len(lb)}"
     for a, b in zip(la, lb):
         if type(a) is not type(b):
             return f"{a!r} vs {b!r}"
-        if id(a) in pair:
-            if pair[id(a)] != id(b):
+        if a in pair:
+            if pair[a] is not b:
                 return f"{a!r} is matched with two different nodes"
         elif isinstance(a, Var):
             if a.type != b.type:
                 return f"free var {a.name}: {a.type} vs {b.type}"
-        pair[id(a)] = id(b)
+        pair[a] = b
         ca, cb = children(a), children(b)
-        if len(ca) != len(cb) or any(pair.get(id(x)) != id(y) for x, y in zip(ca, cb)):
+        if len(ca) != len(cb) or any(pair.get(x) is not y for x, y in zip(ca, cb)):
             return f"arguments of {a!r} differ from those of {b!r}"
         if isinstance(a, Call):
             assert isinstance(b, Call)

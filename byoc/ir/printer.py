@@ -35,12 +35,12 @@ class _Printer:
     def __init__(self, show_meta: bool):
         self.show_meta = show_meta
         self.constants: list[Constant] = []
-        self.const_ids: dict[int, int] = {}
+        self.const_index: dict[Constant, int] = {}
 
     def constant(self, c: Constant) -> str:
         if c.value.size == 1 and c.value.ndim == 0 and c.value.dtype.kind in "biuf":
             return f"{c.value.item()!r}:{c.value.dtype.name}"
-        k = self.const_ids.setdefault(id(c), len(self.constants))
+        k = self.const_index.setdefault(c, len(self.constants))
         if k == len(self.constants):
             self.constants.append(c)
         return f"meta[Constant][{k}]"
@@ -59,10 +59,10 @@ class _Printer:
         return repr(value)
 
     def function(self, name: str, func: Function, indent: str) -> str:
-        names: dict[int, str] = {}
+        names: dict[Expr, str] = {}
         for p in func.params:
-            names[id(p)] = "%" + quote(p.name)
-        params = ", ".join(f"{names[id(p)]}: {p.type}" for p in func.params)
+            names[p] = "%" + quote(p.name)
+        params = ", ".join(f"{names[p]}: {p.type}" for p in func.params)
         head = f"{name}({params}) -> {func.ret_type}"
         fattrs = {k: v for k, v in func.attrs.items() if k != "output_names"}
         if fattrs:
@@ -78,12 +78,12 @@ class _Printer:
                 return self.constant(e)
             if isinstance(e, GlobalVar):
                 return "@" + quote(e.name)
-            return names.get(id(e), "%<free>")
+            return names.get(e, "%<free>")
 
         for e in post_order(func.body):
             if isinstance(e, (Var, Constant, GlobalVar)):
-                if isinstance(e, Var) and id(e) not in names:
-                    names[id(e)] = "%" + quote(e.name)
+                if isinstance(e, Var) and e not in names:
+                    names[e] = "%" + quote(e.name)
                 continue
             if isinstance(e, Call):
                 op = e.op
@@ -104,7 +104,7 @@ class _Printer:
                 comment = f"ty={e.type}"
             var = f"%{counter}"
             counter += 1
-            names[id(e)] = var
+            names[e] = var
             lines.append(f"{inner}{var} = {text}" + (f" /* {comment} */" if comment else "") + ";")
         lines.append(f"{inner}{ref(func.body)}")
         lines.append(indent + "}")

@@ -74,21 +74,21 @@ class _Graph:
         order = [e for e in post_order(func.body) if isinstance(e, (Call, TupleGetItem))]
         self.nodes = [_Node(k, e, op_pattern(e) if isinstance(e, Call) else P.OPAQUE)
                       for k, e in enumerate(order)]
-        index = {id(n.expr): n.index for n in self.nodes}
+        index = {n.expr: n.index for n in self.nodes}
         for n in self.nodes:
             e = n.expr
             args = [e.tuple_value] if isinstance(e, TupleGetItem) else \
                 [a for a in e.args if a is not None]
             for a in args:
-                if id(a) in index:
-                    self.nodes[index[id(a)]].outputs.append((n.index, _edge(n, a)))
+                if a in index:
+                    self.nodes[index[a]].outputs.append((n.index, _edge(n, a)))
         for e in post_order(func.body):  # values a Tuple groups leave the graph
             if isinstance(e, Tuple):
                 for f in e.fields:
-                    if id(f) in index:
-                        self.nodes[index[id(f)]].extern = True
-        if id(func.body) in index:
-            self.nodes[index[id(func.body)]].extern = True
+                    if f in index:
+                        self.nodes[index[f]].extern = True
+        if func.body in index:
+            self.nodes[index[func.body]].extern = True
 
 
 def _edge(user: _Node, arg: Expr) -> FusePattern:

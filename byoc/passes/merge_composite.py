@@ -40,51 +40,51 @@ def composite_function(func: Function, order: list[Expr], backends: Sequence[Bac
     if not any(b.patterns for b in backends):
         return func, order
     uses = _use_counts(func, order)
-    claimed: set[int] = set()
-    chosen: dict[int, tuple[PatternEntry, Match]] = {}
+    claimed: set[Expr] = set()
+    chosen: dict[Expr, tuple[PatternEntry, Match]] = {}
     for k, backend in enumerate(backends):
         earlier = backends[:k]
         for entry in backend.patterns:
             for e in order:
-                if id(e) in claimed or not isinstance(e, Call):
+                if e in claimed or not isinstance(e, Call):
                     continue
                 m = entry.pattern.match(e)
                 if m is not None and _valid(m, entry, claimed, uses, earlier):
-                    claimed.update(id(n) for n in m.nodes)
-                    chosen[id(e)] = (entry, m)
+                    claimed.update(m.nodes)
+                    chosen[e] = (entry, m)
     if not chosen:
         return func, order
-    new: dict[int, Expr] = {}
+    new: dict[Expr, Expr] = {}
     for e in order:
-        if id(e) in chosen:
-            entry, m = chosen[id(e)]
-            new[id(e)] = _composite(entry, m, [new[id(i)] for i in m.inputs])
-        elif id(e) not in claimed:
+        if e in chosen:
+            entry, m = chosen[e]
+            new[e] = _composite(entry, m, [new[i] for i in m.inputs])
+        elif e not in claimed:
             kids = children(e)
-            new[id(e)] = with_children(e, [new[id(k)] for k in kids]) if kids else e
-    out = Function(func.params, new[id(func.body)], func.attrs)
+            new[e] = with_children(e, [new[k] for k in kids]) if kids else e
+    out = Function(func.params, new[func.body], func.attrs)
     return out, post_order(out.body)
 
 
-def _use_counts(func: Function, order: list[Expr]) -> dict[int, int]:
-    uses = {id(func.body): 1}  # the function's result is a use, from outside every match
+def _use_counts(func: Function, order: list[Expr]) -> dict[Expr, int]:
+    uses = {func.body: 1}  # the function's result is a use, from outside every match
     for e in order:
         for k in children(e):
-            uses[id(k)] = uses.get(id(k), 0) + 1
+            uses[k] = uses.get(k, 0) + 1
     return uses
 
 
-def _valid(m: Match, entry: PatternEntry, claimed: set[int], uses: dict[int, int],
+def _valid(m: Match, entry: PatternEntry, claimed: set[Expr], uses: dict[Expr, int],
            earlier: Sequence[Backend]) -> bool:
-    inside = {id(n) for n in m.nodes}
+    inside = set(m.nodes)
     if any(i in claimed for i in inside):
         return False
-    inner_uses: dict[int, int] = {}
+    inner_uses: dict[Expr, int] = {}
     for n in m.nodes:
         for k in children(n):
-            if id(k) in inside:
-                inner_uses[id(k)] = inner_uses.get(id(k), 0) + 1
-    if any(inner_uses.get(id(n), 0) != uses.get(id(n), 0) for n in m.nodes[:-1]):
+            if k in inside:
+                inner_uses[k] = inner_uses.get(k, 0) + 1
+    if any(inner_uses.get(n, 0) != uses.get(n, 0) for n in m.nodes[:-1]):
         return False
     calls = [n for n in m.nodes if isinstance(n, Call)]
     if any(b.check(c) is True for b in earlier for c in calls):
@@ -96,9 +96,9 @@ def _composite(entry: PatternEntry, m: Match, args: list[Expr]) -> Call:
     taken: set[str] = set()
     params = [Var(unique(value_name(i) or f"p{k}", taken), i.type)  # type: ignore[attr-defined]
               for k, i in enumerate(m.inputs)]
-    body: dict[int, Expr] = {id(i): p for i, p in zip(m.inputs, params)}
+    body: dict[Expr, Expr] = {i: p for i, p in zip(m.inputs, params)}
     for n in m.nodes:
-        body[id(n)] = with_children(n, [body[id(k)] for k in children(n)])
+        body[n] = with_children(n, [body[k] for k in children(n)])
     root = m.root
-    fn = Function(tuple(params), body[id(root)], {"Composite": entry.name})
+    fn = Function(tuple(params), body[root], {"Composite": entry.name})
     return Call(fn, tuple(args), {}, root.type, root.span)  # type: ignore[attr-defined]

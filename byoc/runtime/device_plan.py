@@ -42,42 +42,42 @@ def _plan_function(main: Function, mod: IRModule, scope: tuple = ()) -> Function
     body = main.body
     is_tuple = isinstance(body, Tuple) and len(main.attrs.get("output_names", ())) == len(body.fields)
     outputs = list(body.fields) if is_tuple else [body]
-    device: dict[int, str] = {}
-    new: dict[int, Expr] = {}
-    copies: dict[tuple[int, str], Expr] = {}
+    device: dict[Expr, str] = {}
+    new: dict[Expr, Expr] = {}
+    copies: dict[tuple[Expr, str], Expr] = {}
 
     def on(value: Expr, dev: str) -> Expr:
         """``value`` (already rewritten) as seen from device ``dev``."""
-        here = device[id(value)]
+        here = device[value]
         if here == dev:
             return value
-        key = (id(value), dev)
+        key = (value, dev)
         if key not in copies:
             name = value_name(value) or "value"
             copies[key] = Call("device_copy", (value,), {"src_device": here, "dst_device": dev},
                                value.type, Span(f"{name}/copy_to_{dev}", "device_copy", (name,)))
-            device[id(copies[key])] = dev
+            device[copies[key]] = dev
         return copies[key]
 
     for e in post_order(outputs):
         if isinstance(e, (Var, Constant, GlobalVar)):
-            new[id(e)] = e
-            device[id(e)] = HOST
+            new[e] = e
+            device[e] = HOST
         elif isinstance(e, Call):
             dev = _device_of_call(e, mod)
-            args = [on(new[id(a)], dev) for a in e.args if a is not None]
+            args = [on(new[a], dev) for a in e.args if a is not None]
             rebuilt = with_children(e, args)
-            new[id(e)] = rebuilt
-            device[id(rebuilt)] = dev
+            new[e] = rebuilt
+            device[rebuilt] = dev
         elif isinstance(e, TupleGetItem):
-            inner = new[id(e.tuple_value)]
+            inner = new[e.tuple_value]
             rebuilt = with_children(e, [inner])
-            new[id(e)] = rebuilt
-            device[id(rebuilt)] = device[id(inner)]
+            new[e] = rebuilt
+            device[rebuilt] = device[inner]
         elif isinstance(e, Tuple):
-            rebuilt = Tuple(tuple(on(new[id(f)], HOST) for f in e.fields))
-            new[id(e)] = rebuilt
-            device[id(rebuilt)] = HOST
-    outs = [on(new[id(o)], HOST) for o in outputs]
+            rebuilt = Tuple(tuple(on(new[f], HOST) for f in e.fields))
+            new[e] = rebuilt
+            device[rebuilt] = HOST
+    outs = [on(new[o], HOST) for o in outputs]
     new_body = Tuple(tuple(outs)) if is_tuple else outs[0]
     return Function(main.params, new_body, main.attrs)

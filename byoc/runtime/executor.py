@@ -35,7 +35,7 @@ class Executable:
         self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats)
         self.external: dict[str, Callable] = dict(external or {})
         self.fallbacks: dict[str, str] = {}  # regions run on the host: build(fallback="host")
-        self._plans: dict[int, Plan] = {}
+        self._plans: dict[Function, Plan] = {}
         self._pycode: dict[int, Callable | None] = {}
         self._probe: Probe | None = None  # set only while run(..., capture=...) runs
         self.main_plan = self.plan(mod.main)
@@ -44,10 +44,9 @@ class Executable:
 
     # -- building ---------------------------------------------------------------------------
     def plan(self, func: Function) -> Plan:
-        key = id(func)
-        if key not in self._plans:
-            self._plans[key] = make_plan(func, self.kernel_for)
-        return self._plans[key]
+        if func not in self._plans:
+            self._plans[func] = make_plan(func, self.kernel_for)
+        return self._plans[func]
 
     def kernel_for(self, call: Call) -> Callable:
         op = call.op
@@ -213,7 +212,7 @@ class Probe:
     def __init__(self, wanted: set[str] | None, iteration: int = 0):
         self.wanted = wanted
         self.iteration = iteration
-        self.runs: dict[int, int] = {}  # id(body) -> how many times it started
+        self.runs: dict[Function, int] = {}  # body -> how many times it started
         self.recording = True  # False inside a body run other than the chosen one
         self.bodies: dict[Function, dict[str, np.ndarray]] = {}  # each body's chosen run
         self.current: dict[str, np.ndarray] | None = None  # the record of the running body
@@ -225,8 +224,8 @@ class Probe:
         """A run of ``body`` starts: count it, record its tensors only if it is the chosen
         run of this body (whichever run of an outer body holds it), and return the recording
         state to restore when it ends."""
-        k = self.runs.get(id(body), 0)
-        self.runs[id(body)] = k + 1
+        k = self.runs.get(body, 0)
+        self.runs[body] = k + 1
         outer = self.recording, self.current
         self.recording = k == self.iteration
         self.current = self.bodies.setdefault(body, {}) if self.recording else None

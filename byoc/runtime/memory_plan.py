@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Call, Constant, Function, TensorType, Tuple, TupleGetItem, TupleType, Var
+from ..ir import Call, Constant, Expr, Function, TensorType, Tuple, TupleGetItem, TupleType, Var
 from ..ir import post_order
 from ..op import FusePattern, lookup
 
@@ -296,19 +296,19 @@ def is_inplace_op(call: Call) -> bool:
     return entry is not None and entry.fuse_pattern <= FusePattern.BROADCAST
 
 
-def function_steps(func: Function, types: Mapping[tuple[int, int], TensorType] | None = None
+def function_steps(func: Function, types: Mapping[tuple[Expr, int], TensorType] | None = None
                    ) -> tuple[list[Step], list[Key]]:
-    """The steps of a function's calls (keys: (id of call, output index)) and its results.
+    """The steps of a function's calls (keys: (call, output index)) and its results.
 
     ``types`` gives concrete types by key (e.g. ccompiler's ``concrete_types``); by default the
     function's own types, which must be static.
     """
     def key(e) -> Key:
-        return (id(e.tuple_value), e.index) if isinstance(e, TupleGetItem) else (id(e), 0)
+        return (e.tuple_value, e.index) if isinstance(e, TupleGetItem) else (e, 0)
 
     def type_of(call: Call, k: int):
         if types is not None:
-            return types[(id(call), k)]
+            return types[(call, k)]
         return call.type.fields[k] if isinstance(call.type, TupleType) else call.type
 
     steps = []
@@ -319,7 +319,7 @@ def function_steps(func: Function, types: Mapping[tuple[int, int], TensorType] |
         writes = []
         for k in range(n):
             t = type_of(e, k)
-            writes.append(Value((id(e), k), _nbytes(t), t.dtype))
+            writes.append(Value((e, k), _nbytes(t), t.dtype))
         reads = tuple(key(a) for a in e.args if a is not None and not isinstance(a, (Var, Constant)))
         steps.append(Step(reads, tuple(writes), inplace=is_inplace_op(e),
                           view=isinstance(e.op, str) and e.op in VIEW_OPS))
@@ -328,7 +328,7 @@ def function_steps(func: Function, types: Mapping[tuple[int, int], TensorType] |
     return steps, results
 
 
-def plan_function(func: Function, types: Mapping[tuple[int, int], TensorType] | None = None,
+def plan_function(func: Function, types: Mapping[tuple[Expr, int], TensorType] | None = None,
                   match_range: int = MATCH_RANGE) -> MemoryPlan:
     """The memory plan of a function's intermediate tensors and results (parameters and
     constants are the caller's)."""
@@ -343,7 +343,7 @@ def plan_main(mod, inputs: Mapping[str, np.ndarray], match_range: int = MATCH_RA
     from .executor import build
 
     tensors = build(mod).run(inputs, capture="all").tensors
-    types: dict[tuple[int, int], TensorType] = {}
+    types: dict[tuple[Expr, int], TensorType] = {}
     for e in post_order(mod.main.body):
         if isinstance(e, Call):
             names = e.span.outputs if e.span is not None else ()
@@ -352,5 +352,5 @@ def plan_main(mod, inputs: Mapping[str, np.ndarray], match_range: int = MATCH_RA
                 value = tensors.get(names[k]) if k < len(names) else None
                 if value is not None:
                     t = TensorType(tuple(value.shape), value.dtype.name)
-                types[(id(e), k)] = t  # type: ignore[assignment]
+                types[(e, k)] = t  # type: ignore[assignment]
     return plan_function(mod.main, types, match_range)

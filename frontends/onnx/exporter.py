@@ -10,8 +10,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
-from byoc.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Tuple, TupleGetItem,
-                     Var, post_order)
+from byoc.ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, TensorType, Tuple,
+                     TupleGetItem, Var, post_order)
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 
 
@@ -36,51 +36,51 @@ class _Names:
 
 def function_to_graph(func: Function, name: str = "main", *, names: _Names | None = None,
                       output_names: list[str | None] | None = None,
-                      captured: dict[int, str] | None = None,
+                      captured: dict[Var, str] | None = None,
                       input_names: list[str] | None = None,
                       functions: dict[str, tuple[str, int]] | None = None) -> onnx.GraphProto:
     """A GraphProto computing ``func``.
 
-    ``captured`` maps ids of parameters that are captures to the outer names they stand for:
+    ``captured`` maps the parameters that are captures to the outer names they stand for:
     those become references to the enclosing graph's values instead of graph inputs.
     ``input_names`` renames the parameters; ``functions`` maps the module's external
     functions to (ONNX domain, number of outputs), making calls of them function nodes.
     """
     names = names or _Names()
     captured = captured or {}
-    value_name: dict[int, str] = {}
-    call_outs: dict[int, list[str]] = {}
+    value_name: dict[Expr, str] = {}
+    call_outs: dict[Expr, list[str]] = {}
     inputs, nodes, inits = [], [], []
     for k, p in enumerate(func.params):
-        if id(p) in captured:
-            value_name[id(p)] = captured[id(p)]
+        if p in captured:
+            value_name[p] = captured[p]
             continue
-        value_name[id(p)] = names.take(input_names[k] if input_names else p.name)
-        inputs.append(helper.make_value_info(value_name[id(p)], onnx_bridge.type_to_proto(p.type)))
+        value_name[p] = names.take(input_names[k] if input_names else p.name)
+        inputs.append(helper.make_value_info(value_name[p], onnx_bridge.type_to_proto(p.type)))
 
     body = func.body
     outs = list(body.fields) if isinstance(body, Tuple) else [body]
     for e in post_order(outs):
-        if id(e) in value_name:
+        if e in value_name:
             continue
         if isinstance(e, Constant):
-            value_name[id(e)] = names.take(e.name or "const")
-            inits.append(numpy_helper.from_array(e.value, value_name[id(e)]))
+            value_name[e] = names.take(e.name or "const")
+            inits.append(numpy_helper.from_array(e.value, value_name[e]))
         elif isinstance(e, Var):
-            value_name[id(e)] = e.name  # a free variable: a value of an enclosing graph
+            value_name[e] = e.name  # a free variable: a value of an enclosing graph
         elif isinstance(e, Call):
             node, node_outs = _node(e, value_name, names, functions or {})
             nodes.append(node)
-            call_outs[id(e)] = node_outs
-            value_name[id(e)] = node_outs[0]
+            call_outs[e] = node_outs
+            value_name[e] = node_outs[0]
         elif isinstance(e, TupleGetItem):
-            value_name[id(e)] = call_outs[id(e.tuple_value)][e.index]
+            value_name[e] = call_outs[e.tuple_value][e.index]
         elif isinstance(e, Tuple):
             raise ValueError("nested tuples cannot be exported to ONNX")
     wanted = output_names or func.attrs.get("output_names") or [None] * len(outs)
     outputs = []
     for e, want in zip(outs, wanted):
-        have = value_name[id(e)]
+        have = value_name[e]
         if want and have != want:  # an output that is an input, a constant, or a repeat
             final = names.take(want)
             nodes.append(helper.make_node("Identity", [have], [final]))
@@ -90,9 +90,9 @@ def function_to_graph(func: Function, name: str = "main", *, names: _Names | Non
     return helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
 
 
-def _node(call: Call, value_name: dict[int, str], names: _Names,
+def _node(call: Call, value_name: dict[Expr, str], names: _Names,
           functions: dict[str, tuple[str, int]]) -> tuple[onnx.NodeProto, list[str]]:
-    ins = ["" if a is None else value_name[id(a)] for a in call.args]
+    ins = ["" if a is None else value_name[a] for a in call.args]
     if isinstance(call.op, GlobalVar) and call.op.name in functions:
         domain, n_out = functions[call.op.name]
         base = call.span.outputs if call.span else ()
@@ -111,7 +111,7 @@ def _node(call: Call, value_name: dict[int, str], names: _Names,
 
     def graph(f: Function) -> onnx.GraphProto:
         c = int(f.attrs.get("captures", 0))
-        cap = {id(p): n for p, n in zip(f.params[len(f.params) - c:], ins[len(ins) - c:])}
+        cap = {p: n for p, n in zip(f.params[len(f.params) - c:], ins[len(ins) - c:])}
         n_out = len(f.body.fields) if isinstance(f.body, Tuple) else 1
         # Regions inside bodies (issue 8) are module functions too: their calls export alike.
         return function_to_graph(f, "body", names=sub_names, captured=cap,
