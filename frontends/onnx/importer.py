@@ -133,9 +133,11 @@ class _Node:
     __slots__ = ("proto", "name", "op_type", "domain", "inputs", "outputs", "has_attrs",
                  "has_graph")
 
-    def __init__(self, proto: onnx.NodeProto):
+    def __init__(self, proto: onnx.NodeProto, op_types: dict[str, str]):
         self.name = name = proto.name
-        self.op_type = op_type = proto.op_type
+        # One string per op type, shared by every node of it and by their calls and spans.
+        op_type = proto.op_type
+        self.op_type = op_type = op_types.setdefault(op_type, op_type)
         self.domain = domain = proto.domain
         # A slice copies a repeated field in one C call; tuple() over it iterates in Python.
         self.inputs = inputs = tuple(proto.input[:])
@@ -293,6 +295,10 @@ class Importer:
         # Values whose type byoc corrected from ONNX's inference (see _retype).
         self.retyped: set[str] = set()
         self.entries: dict[str, Any] = {}  # registry entries by op, looked up once per op
+        # One bytes object per distinct type, shared by every value of it: the conversion cache
+        # then matches it by identity, and 100,000 copies do not stay alive until the end.
+        shared: dict[bytes, bytes] = {}
+        self.op_types: dict[str, str] = {}
         stack = [model.graph]
         while stack:  # every graph, subgraphs included: declared types and node names
             g = stack.pop()
@@ -303,9 +309,9 @@ class Importer:
                 value_names.append(name)
                 key = vi.type.SerializeToString()  # empty when unset: then ask (rarely)
                 if key or vi.HasField("type"):
-                    self.type_keys[name] = key
+                    self.type_keys[name] = shared.setdefault(key, key)
             _all_utf8("a value name", value_names)
-            nodes = [_Node(n) for n in g.node]
+            nodes = [_Node(n, self.op_types) for n in g.node]
             self._nodes[id(g)] = (g, nodes)
             self.used_names.update(n.name for n in nodes if n.name)
             for node in nodes:
@@ -361,7 +367,7 @@ class Importer:
         entry = self._nodes.get(id(graph))
         if entry is not None and entry[0] is graph:
             return entry[1]
-        return [_Node(n) for n in graph.node]
+        return [_Node(n, self.op_types) for n in graph.node]
 
     def span(self, node: _Node) -> Span:
         name = given = node.name
