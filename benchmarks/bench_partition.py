@@ -143,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
           "per step; x = time / time at the previous size")
     print(f"{'graph':9} {'nodes':>7} {'regions':>7} {'import s':>9} {'x':>5} {'partition s':>11} "
           f"{'x':>5} {'both s':>7} {'ort session s':>13} {'x':>5}")
+    # The goal is about the biggest step (10k -> 100k by default); a small graph's time is
+    # mostly fixed costs and cache-resident, so the step into it says little about scaling.
     worst = {"import": 0.0, "partition": 0.0}
+    top = sizes[-1]
     for shape in ("chain", "residual"):
         prev = None
         for n in sizes:
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             both = r["import"] + r["partition"]
             ratios = [(r[k] / prev[k] if prev else float("nan")) for k in ("import", "partition",
                                                                             "ort")]
-            if prev and n == 10 * prev["nodes"]:
+            if prev and n == top and n == 10 * prev["nodes"]:
                 worst = {"import": max(worst["import"], ratios[0]),
                          "partition": max(worst["partition"], ratios[1])}
             note = "" if r["ort_optimized"] else " (no graph opt)"
@@ -159,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['partition']:>11.3f} {ratios[1]:>5.1f} {both:>7.2f} {r['ort']:>13.3f} "
                   f"{ratios[2]:>5.1f}{note}")
             prev = r
-    print(f"worst time ratio for 10x the nodes: import {worst['import']:.1f}, partition "
-          f"{worst['partition']:.1f} (linear: about 10; the goal: at most 12)")
+    if worst["import"]:
+        print(f"worst time ratio from {top // 10} to {top} nodes: import {worst['import']:.1f}, "
+              f"partition {worst['partition']:.1f} (linear: about 10; the goal: at most 12)")
     print(f"noise: the median run was at most {max(NOISE) - 1:.0%} slower than the best "
           f"(typical {statistics.median(NOISE) - 1:.0%})")
     return 0
