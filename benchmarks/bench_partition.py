@@ -1,19 +1,19 @@
 """How long import and partition take on synthetic ONNX graphs of 1k, 10k and 100k nodes.
 
-    python benchmarks/bench_partition.py [--sizes 1000,10000,100000] [--repeat 5] [--min-time 2]
+    python benchmarks/bench_partition.py [--sizes 1000,10000,100000] [--rounds 5] [--min-time 0.5]
 
 Two shapes: a chain, and a branchy residual net (blocks of two branches joined by an Add).
 Op types cycle so that about half the nodes are supported by the benchmark's backend, in runs
 of one to three: a partition with tens of thousands of regions, the hard case. Next to ours,
 onnxruntime's session creation on the same model (graph optimizations disabled above 10k nodes,
-where its optimizer alone takes minutes; noted in the table). Prints the best of ``--repeat``
-runs per step, and the ratio of each time to the time at the previous size: linear scaling
-means a ratio near the size ratio (10).
+where its optimizer alone takes minutes; noted in the table).
 
-Each step runs at least ``--repeat`` times and for at least ``--min-time`` seconds, so a small
-graph gets as many chances as a big one to be timed while the machine is quiet (on a shared
-machine a run's time mostly errs upward; the best of several is the steady one). The last line
-says how far the median run was from the best, a measure of that noise.
+Scaling is a ratio of two times, and on a shared machine the speed drifts by tens of percent
+from one minute to the next. So each round times every size back to back (a step runs again
+until it has taken ``--min-time`` seconds, and its best run counts), the ratio of two sizes is
+taken round by round, and the table shows the median of those ratios (``x``) next to the best
+time of each step over all rounds. Linear scaling means a ratio near the size ratio (10). The
+last line gives the ratios into the biggest size and how far single rounds ranged.
 
 Times are CPU seconds of this process (``--clock wall`` for wall-clock): on a shared machine
 other work then does not count, and on an idle one the two agree for byoc's single-threaded
@@ -91,19 +91,16 @@ def residual(n: int) -> onnx.ModelProto:
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
-NOISE: list[float] = []  # median / best of each step, for the last line
-
-
-def _best(fn, repeat: int, clock, min_time: float) -> tuple[float, object]:
+def _timed(fn, clock, min_time: float) -> tuple[float, object]:
+    """The best time of ``fn`` over runs adding up to at least ``min_time`` (one at least)."""
     times: list[float] = []
     result = None
-    while len(times) < repeat or sum(times) < min_time:
+    while not times or sum(times) < min_time:
         result = None  # the previous run's result is freed now, not on the clock of the next
         gc.collect()
         start = clock()
         result = fn()
         times.append(clock() - start)
-    NOISE.append(statistics.median(times) / max(min(times), 1e-9))
     return min(times), result
 
 
@@ -115,58 +112,76 @@ def _ort_session(data: bytes, optimize: bool) -> ort.InferenceSession:
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
-def measure(shape: str, n: int, repeat: int, clock, min_time: float) -> dict:
-    model = {"chain": chain, "residual": residual}[shape](n)
-    data = model.SerializeToString()
-    t_import, mod = _best(lambda: byoc.load_onnx(model), repeat, clock, min_time)
-    t_part, part = _best(lambda: byoc.partition(mod, backends=["bench_half"]), repeat, clock,
-                         min_time)
-    optimize = n <= ORT_OPTIMIZE_UP_TO
-    t_ort, _ = _best(lambda: _ort_session(data, optimize), repeat, clock, min_time)
-    regions = len(part.functions) - 1  # type: ignore[attr-defined]
-    return {"shape": shape, "nodes": n, "import": t_import, "partition": t_part,
-            "ort": t_ort, "ort_optimized": optimize, "regions": regions}
+def measure(shape: str, sizes: list[int], rounds: int, clock, min_time: float) -> list[dict]:
+    """Import and partition times of every size, each size once per round, so that the runs a
+    ratio compares are never far apart in time; onnxruntime's session creation after them."""
+    models = {n: {"chain": chain, "residual": residual}[shape](n) for n in sizes}
+    steps: dict[int, dict[str, list[float]]] = {n: {"import": [], "partition": []} for n in sizes}
+    regions: dict[int, int] = {}
+    for _ in range(rounds):
+        for n in sizes:
+            t, mod = _timed(lambda: byoc.load_onnx(models[n]), clock, min_time)
+            steps[n]["import"].append(t)
+            t, part = _timed(lambda: byoc.partition(mod, backends=["bench_half"]), clock,
+                             min_time)
+            steps[n]["partition"].append(t)
+            regions[n] = len(part.functions) - 1  # type: ignore[attr-defined]
+            del mod, part
+    out = []
+    for n in sizes:
+        data = models[n].SerializeToString()
+        optimize = n <= ORT_OPTIMIZE_UP_TO
+        t_ort = min(_timed(lambda: _ort_session(data, optimize), clock, 0.0)[0]
+                    for _ in range(rounds))
+        out.append({"nodes": n, "regions": regions[n], "ort": [t_ort], "ort_optimized": optimize,
+                    **steps[n]})
+    return out
+
+
+def _ratios(r: dict, prev: dict, key: str) -> list[float]:
+    """Round by round, this size's time over the previous size's."""
+    return [a / b for a, b in zip(r[key], prev[key])]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--repeat", type=int, default=5, help="runs per step, at least")
-    parser.add_argument("--min-time", type=float, default=2.0,
-                        help="seconds per step, at least (more runs of the small graphs)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds; each times every size (the ratios are their medians)")
+    parser.add_argument("--min-time", type=float, default=0.5,
+                        help="seconds per step and round, at least (more runs of small graphs)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     byoc.register_backend("bench_half", supports=SUPPORTED,
                           compile=byoc.get_backend("reference").compile)
-    print(f"{args.clock} seconds, best of at least {args.repeat} runs and {args.min_time:g} s "
-          "per step; x = time / time at the previous size")
+    print(f"{args.clock} seconds, best of {args.rounds} rounds of at least {args.min_time:g} s "
+          "per step; x = median over rounds of time / time at the previous size")
     print(f"{'graph':9} {'nodes':>7} {'regions':>7} {'import s':>9} {'x':>5} {'partition s':>11} "
           f"{'x':>5} {'both s':>7} {'ort session s':>13} {'x':>5}")
     # The goal is about the biggest step (10k -> 100k by default); a small graph's time is
     # mostly fixed costs and cache-resident, so the step into it says little about scaling.
-    worst = {"import": 0.0, "partition": 0.0}
-    top = sizes[-1]
+    top, worst, spread = sizes[-1], {}, []
     for shape in ("chain", "residual"):
         prev = None
-        for n in sizes:
-            r = measure(shape, n, args.repeat, CLOCKS[args.clock], args.min_time)
-            both = r["import"] + r["partition"]
-            ratios = [(r[k] / prev[k] if prev else float("nan")) for k in ("import", "partition",
-                                                                            "ort")]
-            if prev and n == top and n == 10 * prev["nodes"]:
-                worst = {"import": max(worst["import"], ratios[0]),
-                         "partition": max(worst["partition"], ratios[1])}
+        for r in measure(shape, sizes, args.rounds, CLOCKS[args.clock], args.min_time):
+            best = {k: min(r[k]) for k in ("import", "partition", "ort")}
+            ratios = {k: _ratios(r, prev, k) if prev else [] for k in ("import", "partition", "ort")}
+            x = {k: statistics.median(v) if v else float("nan") for k, v in ratios.items()}
+            if prev and r["nodes"] == top and top == 10 * prev["nodes"]:
+                for k in ("import", "partition"):
+                    worst[k] = max(worst.get(k, 0.0), x[k])
+                    spread.extend(ratios[k])
             note = "" if r["ort_optimized"] else " (no graph opt)"
-            print(f"{shape:9} {n:>7} {r['regions']:>7} {r['import']:>9.3f} {ratios[0]:>5.1f} "
-                  f"{r['partition']:>11.3f} {ratios[1]:>5.1f} {both:>7.2f} {r['ort']:>13.3f} "
-                  f"{ratios[2]:>5.1f}{note}")
+            print(f"{shape:9} {r['nodes']:>7} {r['regions']:>7} {best['import']:>9.3f} "
+                  f"{x['import']:>5.1f} {best['partition']:>11.3f} {x['partition']:>5.1f} "
+                  f"{best['import'] + best['partition']:>7.2f} {best['ort']:>13.3f} "
+                  f"{x['ort']:>5.1f}{note}")
             prev = r
-    if worst["import"]:
+    if worst:
         print(f"worst time ratio from {top // 10} to {top} nodes: import {worst['import']:.1f}, "
-              f"partition {worst['partition']:.1f} (linear: about 10; the goal: at most 12)")
-    print(f"noise: the median run was at most {max(NOISE) - 1:.0%} slower than the best "
-          f"(typical {statistics.median(NOISE) - 1:.0%})")
+              f"partition {worst['partition']:.1f} (linear: about 10; the goal: at most 12); "
+              f"single rounds ranged {min(spread):.1f}-{max(spread):.1f}")
     return 0
 
 
