@@ -101,7 +101,7 @@ def _native(array):
 
 def _prepare(mod, backends: list[str], args):
     """The module to build: partitioned for the backends, or as imported (host only)."""
-    if getattr(args, "fallback", None) and getattr(args, "no_fallback", False):
+    if args.fallback and getattr(args, "no_fallback", False):  # only run has --no-fallback
         from .errors import InputError
 
         raise InputError("--fallback host and --no-fallback contradict each other")
@@ -109,14 +109,14 @@ def _prepare(mod, backends: list[str], args):
         return mod
     from .partition import partition
 
-    return partition(mod, backends=backends, **({"no_fallback": True} if getattr(args, "no_fallback", False) else {}))
+    return partition(mod, backends=backends, no_fallback=getattr(args, "no_fallback", False))
 
 
 def _build(prepared, args):
     """``byoc.build`` with ``--fallback``; each region sent to the host said on stderr."""
     import byoc
 
-    exe = byoc.build(prepared, fallback=getattr(args, "fallback", None))
+    exe = byoc.build(prepared, fallback=args.fallback)
     _warn(exe.fallbacks)
     return exe
 

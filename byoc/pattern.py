@@ -58,12 +58,12 @@ class Pattern:
     def match(self, expr: Expr) -> Match | None:
         """The match rooted at ``expr``, or None."""
         env: dict[int, Expr] = {}
-        nodes: dict[Expr, Expr] = {}
+        nodes: set[Expr] = set()
         if not self._match(expr, env, nodes) or expr not in nodes:
             return None
         return _finish(expr, nodes)
 
-    def _match(self, e: Expr | None, env: dict[int, Expr], nodes: dict[Expr, Expr]) -> bool:
+    def _match(self, e: Expr | None, env: dict[int, Expr], nodes: set[Expr]) -> bool:
         raise NotImplementedError
 
     def _bind(self, e: Expr, env: dict[int, Expr]) -> bool:
@@ -108,7 +108,7 @@ class OpPattern(Pattern):
     def _match(self, e, env, nodes):
         if not self.accepts(e) or not self._bind(e, env):
             return False
-        nodes[e] = e
+        nodes.add(e)
         return True
 
 
@@ -120,7 +120,7 @@ class _Call(Pattern):
     def _match(self, e, env, nodes):
         if not self.op.accepts(e) or not self._bind(e, env):
             return False
-        nodes[e] = e
+        nodes.add(e)
         args = list(e.args)
         while args and args[-1] is None:
             args.pop()
@@ -143,7 +143,7 @@ class _GetItem(Pattern):
     def _match(self, e, env, nodes):
         if not isinstance(e, TupleGetItem) or self.index not in (None, e.index):
             return False
-        nodes[e] = e
+        nodes.add(e)
         return self._bind(e, env) and self.tuple_pattern._match(e.tuple_value, env, nodes)
 
 
@@ -154,10 +154,10 @@ class _Alt(Pattern):
 
     def _match(self, e, env, nodes):
         for p in (self.first, self.second):
-            env2, nodes2 = dict(env), dict(nodes)
+            env2, nodes2 = dict(env), set(nodes)
             if p._match(e, env2, nodes2):
                 env.update(env2)
-                nodes.update(nodes2)
+                nodes |= nodes2
                 return True
         return False
 
@@ -179,10 +179,10 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _finish(root: Expr, nodes: dict[Expr, Expr]) -> Match:
+def _finish(root: Expr, nodes: set[Expr]) -> Match:
     """Order the matched nodes producers first and collect what they read from outside."""
     order: list[Expr] = []
-    inputs: dict[Expr, Expr] = {}
+    inputs: dict[Expr, None] = {}  # an ordered set: first read first
     seen: set[Expr] = {root}
     stack = [(root, iter(children(root)))]
     while stack:
@@ -194,11 +194,11 @@ def _finish(root: Expr, nodes: dict[Expr, Expr]) -> Match:
                     stack.append((k, iter(children(k))))
                     break
             else:
-                inputs.setdefault(k, k)
+                inputs[k] = None
         else:
             stack.pop()
             order.append(node)
-    return Match(root, order, list(inputs.values()))
+    return Match(root, order, list(inputs))
 
 
 def is_op(*names: str) -> OpPattern:

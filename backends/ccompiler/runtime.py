@@ -14,6 +14,7 @@ warning; a C compile error is raised (``byoc.codegen.CompileError``).
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import warnings
@@ -116,13 +117,20 @@ class Specialization:
         self._outs = [(tuple(t.shape), np.dtype(t.dtype), _decl(t.dtype))
                       for t in generated.out_types]
         self._spare: list[tuple[np.ndarray, object]] = []
-        self._recycler = _Recycler()
+        # Only outputs of min_bytes or more are ever kept: regions with none skip the recycler
+        # (and its locks) on every call.
+        big = any(math.prod(shape) * dtype.itemsize >= _Recycler.min_bytes
+                  for shape, dtype, _ in self._outs)
+        self._recycler = _Recycler() if big else None
         self._lock = threading.Lock()
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
-        outs = self._recycler.outputs(self._outs)
+        recycler = self._recycler
+        if recycler is None:
+            return self.run_into(arrays, [np.empty(shape, dtype) for shape, dtype, _ in self._outs])
+        outs = recycler.outputs(self._outs)
         result = self.run_into(arrays, outs)
-        self._recycler.keep(outs)
+        recycler.keep(outs)
         return result
 
     def run_into(self, arrays: Sequence[np.ndarray], outs: Sequence[np.ndarray]

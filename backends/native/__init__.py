@@ -36,9 +36,11 @@ def supports(call: Call) -> bool | str:
             "native: Range's inputs must be computed from shapes and constants"
     args = list(call.args)
     for j in shape_inputs(call):
-        if j < len(args) and not isinstance(args[j], Constant) and computes_shape(args[j]):
+        if not isinstance(args[j], Constant) and computes_shape(args[j]):
             args[j] = _PLACEHOLDER  # a constant once the region is specialized
-    verdict = _ccompiler_supports(dataclasses.replace(call, args=tuple(args)))
+    if args != list(call.args):  # asked of every node: a copy only when an input was swapped
+        call = dataclasses.replace(call, args=tuple(args))
+    verdict = _ccompiler_supports(call)
     return True if verdict is True else "native: " + verdict.removeprefix("ccompiler: ")
 
 

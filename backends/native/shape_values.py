@@ -23,7 +23,7 @@ import numpy as np
 from byoc.backends.ccompiler.emitter import Unsupported
 from byoc.backends.ccompiler.fold import fold_constants
 from byoc.backends.ccompiler.shapes import concrete_types, key_of
-from byoc.backends.ccompiler.support import RULES
+from byoc.backends.ccompiler.support import is_static_input
 from byoc.ir import Call, Constant, Expr, Function, TensorType, Tuple, Var, post_order, rewrite
 from byoc.op.kernels.tensor import shape as shape_kernel
 
@@ -70,8 +70,7 @@ def _small(t) -> bool:
 
 def shape_inputs(call: Call) -> list[int]:
     """The inputs of ``call`` read at code generation (ccompiler's static inputs)."""
-    rule = RULES.get(call.op) if isinstance(call.op, str) else None
-    return list(rule.static) if rule is not None else []
+    return [j for j in range(len(call.args)) if is_static_input(call, j)]
 
 
 def value_params(func: Function) -> tuple[int, ...]:
@@ -84,7 +83,7 @@ def value_params(func: Function) -> tuple[int, ...]:
     for e in post_order(func.body):
         if isinstance(e, Call) and isinstance(e.op, str):
             args = list(range(len(e.args))) if e.op == "Range" else shape_inputs(e)
-            stack.extend(e.args[j] for j in args if j < len(e.args) and e.args[j] is not None)
+            stack.extend(e.args[j] for j in args if e.args[j] is not None)
     while stack:
         e = stack.pop()
         if e in seen:

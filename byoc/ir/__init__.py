@@ -7,11 +7,11 @@ from .module import IRModule
 from .printer import astext
 from .span import Span
 from .traversal import post_order, rewrite, users
-from .types import UNKNOWN, Dim, OpaqueType, TensorType, TupleType, Type
+from .types import UNKNOWN, Dim, OpaqueType, TensorType, TupleType, Type, incomplete
 
 __all__ = [
     "Call", "Constant", "Dim", "Expr", "Function", "GlobalVar", "IRModule", "OpaqueType", "Span",
     "TensorType", "Tuple", "TupleGetItem", "TupleType", "Type", "UNKNOWN", "Var", "astext",
-    "assert_structural_equal", "children", "post_order", "rewrite", "structural_diff",
+    "assert_structural_equal", "children", "incomplete", "post_order", "rewrite", "structural_diff",
     "structural_equal", "users", "with_children",
 ]

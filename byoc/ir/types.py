@@ -58,3 +58,10 @@ class OpaqueType:
 Type = TensorType | TupleType | OpaqueType
 
 UNKNOWN = TensorType(None, None)
+
+
+def incomplete(t: Type) -> bool:
+    """Unknown, or a tensor of unknown dtype (any field, for a tuple): a type rule should say."""
+    if isinstance(t, TupleType):
+        return any(incomplete(f) for f in t.fields)
+    return t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None)

@@ -71,7 +71,8 @@ class _Graph:
     """The calls of a function indexed in topological order, with their users."""
 
     def __init__(self, func: Function):
-        order = [e for e in post_order(func.body) if isinstance(e, (Call, TupleGetItem))]
+        full = post_order(func.body)
+        order = [e for e in full if isinstance(e, (Call, TupleGetItem))]
         self.nodes = [_Node(k, e, op_pattern(e) if isinstance(e, Call) else P.OPAQUE)
                       for k, e in enumerate(order)]
         index = {n.expr: n.index for n in self.nodes}
@@ -82,7 +83,7 @@ class _Graph:
             for a in args:
                 if a in index:
                     self.nodes[index[a]].outputs.append((n.index, _edge(n, a)))
-        for e in post_order(func.body):  # values a Tuple groups leave the graph
+        for e in full:  # values a Tuple groups leave the graph
             if isinstance(e, Tuple):
                 for f in e.fields:
                     if f in index:

@@ -11,8 +11,8 @@ Rules:
 from __future__ import annotations
 
 from ..analysis import is_annotation
-from ..ir import UNKNOWN, Call, Constant, Expr, Function, IRModule, TensorType, TupleType, Type
-from ..ir import children, post_order, with_children
+from ..ir import Call, Constant, Expr, Function, IRModule, TupleType, Type
+from ..ir import children, incomplete, post_order, with_children
 from ..op import registry
 
 
@@ -25,26 +25,20 @@ def infer_types(mod: IRModule) -> IRModule:
 
 def infer_function(func: Function, order: list[Expr]) -> tuple[Function, list[Expr]]:
     """``func`` typed, and its nodes producers first (``order`` itself if nothing changed)."""
-    if all(not _unknown(e.type) for e in order if isinstance(e, Call)):
+    if all(not incomplete(e.type) for e in order if isinstance(e, Call)):
         return func, order
     new: dict[Expr, Expr] = {}
     out: list[Expr] = []
     for e in order:
         kids = children(e)
         rebuilt = with_children(e, [new[k] for k in kids]) if kids else e
-        if isinstance(rebuilt, Call) and _unknown(rebuilt.type):
+        if isinstance(rebuilt, Call) and incomplete(rebuilt.type):
             t = _infer(rebuilt)
             if t is not rebuilt.type:
                 rebuilt = Call(rebuilt.op, rebuilt.args, rebuilt.attrs, t, rebuilt.span)
         new[e] = rebuilt
         out.append(rebuilt)
     return Function(func.params, new[func.body], func.attrs), out
-
-
-def _unknown(t: Type) -> bool:
-    if isinstance(t, TupleType):
-        return any(_unknown(f) for f in t.fields)
-    return t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None)
 
 
 def _infer(call: Call) -> Type:

@@ -28,7 +28,7 @@ from onnx import numpy_helper
 
 from byoc.errors import ModelError
 from byoc.ir import (UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple,
-                     TupleGetItem, TupleType, Type, Var)
+                     TupleGetItem, TupleType, Type, Var, incomplete)
 from byoc.ir.collector import collector_paused
 from byoc.op import CANONICAL_OPSET, onnx_bridge, registry, type_rules
 from byoc.op.type_rules import CEIL_POOLS
@@ -351,7 +351,7 @@ class Importer:
         info = self._type_cache.get(key)
         if info is None:
             t = onnx_bridge.type_from_proto(onnx.TypeProto.FromString(key))
-            info = self._type_cache[key] = (t, not _incomplete(t), self.oversized(t))
+            info = self._type_cache[key] = (t, not incomplete(t), self.oversized(t))
         return info
 
     def oversized(self, t: Type) -> str | None:
@@ -580,11 +580,6 @@ class Importer:
             caps = [mine.get(n) or Var(n, scope.get(n).type) for n in names]
             attrs[key] = Function(formal + tuple(caps), f.body, {**f.attrs, "captures": len(names)})
         return [scope.get(n) for n in names]
-
-
-def _incomplete(t: Type) -> bool:
-    """An unknown type, or a tensor of unknown dtype: the importer asks byoc's type rules."""
-    return t is UNKNOWN or (isinstance(t, TensorType) and t.dtype is None)
 
 
 _UNKNOWN_INFO: tuple[Type, bool, str | None] = (UNKNOWN, False, None)

@@ -96,7 +96,7 @@ def emit_reduce(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
     init = _identity(call.op, x.dtype)
     src.line(f"for (long i = 0; i < {out.size}; i++) {out.ptr}[i] = {init};")
     if count and dims:
-        tail_reduced = o_st[-1] == 0 and bool(axes)
+        tail_reduced = o_st[-1] == 0
         loops = dims[:-1] if tail_reduced else dims
         with contextlib.ExitStack() as nest:
             for k, d in enumerate(loops):
