@@ -10,10 +10,13 @@ where its optimizer alone takes minutes; noted in the table).
 
 Scaling is a ratio of two times, and on a shared machine the speed drifts by tens of percent
 from one minute to the next. So each round times every size back to back (a step runs again
-until it has taken ``--min-time`` seconds, and its best run counts), the ratio of two sizes is
-taken round by round, and the table shows the median of those ratios (``x``) next to the best
-time of each step over all rounds. Linear scaling means a ratio near the size ratio (10). The
-last line gives the ratios into the biggest size and how far single rounds ranged.
+until it has taken ``--min-time`` seconds), the ratio of two sizes is taken round by round, and
+the table shows the median of those ratios (``x``) next to the best time of each step over all
+rounds. Within a round a step's time is the median of its runs, not the best: a small graph
+runs many times to a big one's once, and the best of many draws of the same noise is lower
+than one draw, which would inflate the ratio (by 10-30% here, measured). Linear scaling means
+a ratio near the size ratio (10). The last line gives the ratios into the biggest size and how
+far single rounds ranged.
 
 Times are CPU seconds of this process (``--clock wall`` for wall-clock): on a shared machine
 other work then does not count, and on an idle one the two agree for byoc's single-threaded
@@ -91,8 +94,8 @@ def residual(n: int) -> onnx.ModelProto:
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
-def _timed(fn, clock, min_time: float) -> tuple[float, object]:
-    """The best time of ``fn`` over runs adding up to at least ``min_time`` (one at least)."""
+def _timed(fn, clock, min_time: float) -> tuple[list[float], object]:
+    """The times of runs of ``fn`` adding up to at least ``min_time`` (one at least)."""
     times: list[float] = []
     result = None
     while not times or sum(times) < min_time:
@@ -101,7 +104,7 @@ def _timed(fn, clock, min_time: float) -> tuple[float, object]:
         start = clock()
         result = fn()
         times.append(clock() - start)
-    return min(times), result
+    return times, result
 
 
 def _ort_session(data: bytes, optimize: bool) -> ort.InferenceSession:
@@ -116,26 +119,33 @@ def measure(shape: str, sizes: list[int], rounds: int, clock, min_time: float) -
     """Import and partition times of every size, each size once per round, so that the runs a
     ratio compares are never far apart in time; onnxruntime's session creation after them."""
     models = {n: {"chain": chain, "residual": residual}[shape](n) for n in sizes}
-    steps: dict[int, dict[str, list[float]]] = {n: {"import": [], "partition": []} for n in sizes}
+    # Per size and step: the median of each round's runs, and the best run of all rounds.
+    steps: dict[int, dict[str, list[float]]] = {
+        n: {"import": [], "partition": [], "import_best": [], "partition_best": []} for n in sizes}
     regions: dict[int, int] = {}
     for _ in range(rounds):
         for n in sizes:
-            t, mod = _timed(lambda: byoc.load_onnx(models[n]), clock, min_time)
-            steps[n]["import"].append(t)
-            t, part = _timed(lambda: byoc.partition(mod, backends=["bench_half"]), clock,
-                             min_time)
-            steps[n]["partition"].append(t)
+            times, mod = _timed(lambda: byoc.load_onnx(models[n]), clock, min_time)
+            _record(steps[n], "import", times)
+            times, part = _timed(lambda: byoc.partition(mod, backends=["bench_half"]), clock,
+                                 min_time)
+            _record(steps[n], "partition", times)
             regions[n] = len(part.functions) - 1  # type: ignore[attr-defined]
             del mod, part
     out = []
     for n in sizes:
         data = models[n].SerializeToString()
         optimize = n <= ORT_OPTIMIZE_UP_TO
-        t_ort = min(_timed(lambda: _ort_session(data, optimize), clock, 0.0)[0]
+        t_ort = min(min(_timed(lambda: _ort_session(data, optimize), clock, 0.0)[0])
                     for _ in range(rounds))
         out.append({"nodes": n, "regions": regions[n], "ort": [t_ort], "ort_optimized": optimize,
                     **steps[n]})
     return out
+
+
+def _record(step: dict[str, list[float]], key: str, times: list[float]) -> None:
+    step[key].append(statistics.median(times))
+    step[key + "_best"].append(min(times))
 
 
 def _ratios(r: dict, prev: dict, key: str) -> list[float]:
@@ -155,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     byoc.register_backend("bench_half", supports=SUPPORTED,
                           compile=byoc.get_backend("reference").compile)
-    print(f"{args.clock} seconds, best of {args.rounds} rounds of at least {args.min_time:g} s "
-          "per step; x = median over rounds of time / time at the previous size")
+    print(f"{args.clock} seconds, best run of {args.rounds} rounds of at least {args.min_time:g} s "
+          "per step; x = median over rounds of the round's median run / that at the previous size")
     print(f"{'graph':9} {'nodes':>7} {'regions':>7} {'import s':>9} {'x':>5} {'partition s':>11} "
           f"{'x':>5} {'both s':>7} {'ort session s':>13} {'x':>5}")
     # The goal is about the biggest step (10k -> 100k by default); a small graph's time is
@@ -165,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     for shape in ("chain", "residual"):
         prev = None
         for r in measure(shape, sizes, args.rounds, CLOCKS[args.clock], args.min_time):
-            best = {k: min(r[k]) for k in ("import", "partition", "ort")}
+            best = {k: min(r[k + "_best"] if k != "ort" else r[k])
+                    for k in ("import", "partition", "ort")}
             ratios = {k: _ratios(r, prev, k) if prev else [] for k in ("import", "partition", "ort")}
             x = {k: statistics.median(v) if v else float("nan") for k, v in ratios.items()}
             if prev and r["nodes"] == top and top == 10 * prev["nodes"]:

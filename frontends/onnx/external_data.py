@@ -80,10 +80,23 @@ def _extent(tensor: TensorProto, base_dir: str | None, node: str) -> tuple[str, 
     return path, offset, length
 
 
-def prepare_external_data(model: onnx.ModelProto, base_dir: str | None) -> None:
+# How ``data_location = EXTERNAL`` (TensorProto field 14, varint 1) is serialized.
+_EXTERNAL_LOCATION = bytes([14 << 3, TensorProto.EXTERNAL])
+
+
+def maybe_external(data: bytes) -> bool:
+    """Whether a serialized model may hold a tensor with external data. False is certain:
+    every such tensor serializes these two bytes. True may be a coincidence in other bytes
+    (weights), and then ``prepare_external_data`` walks the model to see. The walk creates a
+    wrapper for every node, which on a 100,000-node graph is a tenth of a second."""
+    return _EXTERNAL_LOCATION in data
+
+
+def prepare_external_data(model: onnx.ModelProto, base_dir: str | None) -> bool:
     """Check every external tensor now (refusing any that leaves the model's folder or its
     file), and fill those held in node attributes in place (rare, and small); initializers
-    stay on disk until the importer maps them."""
+    stay on disk until the importer maps them. Returns whether it filled any."""
+    filled = False
     for tensor, node, is_init in _tensors(model.graph):
         if not external_data_helper.uses_external_data(tensor):
             continue
@@ -95,6 +108,8 @@ def prepare_external_data(model: onnx.ModelProto, base_dir: str | None) -> None:
             tensor.raw_data = f.read(length)
         tensor.data_location = TensorProto.DEFAULT
         del tensor.external_data[:]
+        filled = True
+    return filled
 
 
 def external_array(tensor: TensorProto, base_dir: str | None) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import onnx.inliner
 from onnx import external_data_helper
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from byoc.errors import ModelError
@@ -34,14 +34,22 @@ from byoc.op import CANONICAL_OPSET, onnx_bridge, registry, type_rules
 from byoc.op.type_rules import CEIL_POOLS
 from byoc.runtime import limits
 
-from .external_data import external_array, prepare_external_data
+from .external_data import external_array, maybe_external, prepare_external_data
 from .upgrade import upgrade_opset
 
 
 def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
     """Parse a model from a path, bytes or a ModelProto; returns it and its folder."""
+    model, base, _ = _read(path_or_model)
+    return model, base
+
+
+def _read(path_or_model: str | os.PathLike | bytes | onnx.ModelProto
+          ) -> tuple[onnx.ModelProto, str | None, bytes | None]:
+    """``read_model``, and the model's serialized bytes (None for a ModelProto: serializing it
+    is left to whoever needs them)."""
     if isinstance(path_or_model, onnx.ModelProto):
-        return path_or_model, None
+        return path_or_model, None, None
     if isinstance(path_or_model, bytes):
         data, base = path_or_model, None
     else:
@@ -60,7 +68,7 @@ def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tu
         raise ModelError(f"not an ONNX model: truncated or not a ModelProto ({exc})") from None
     if not model.HasField("graph"):
         raise ModelError("not an ONNX model: it has no graph")
-    return model, base
+    return model, base, data
 
 
 def _utf8(what: str, *texts: str | bytes) -> None:
@@ -282,7 +290,7 @@ class Importer:
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         _utf8("an opset domain", *self.opsets)
         self.opsets.pop("ai.onnx", None)
-        self.used_names: Counter[str] = Counter()
+        self.used_names: set[str] = set()  # every node name given, and every one generated
         self.generated: Counter[str] = Counter()
         # Each value's type as its serialized TypeProto: a cheap key for the conversion cache,
         # and no protobuf object kept alive per value.
@@ -299,6 +307,7 @@ class Importer:
         # then matches it by identity, and 100,000 copies do not stay alive until the end.
         shared: dict[bytes, bytes] = {}
         self.op_types: dict[str, str] = {}
+        named = 0  # node names given, counted with their repeats
         stack = [model.graph]
         while stack:  # every graph, subgraphs included: declared types and node names
             g = stack.pop()
@@ -313,7 +322,9 @@ class Importer:
             _all_utf8("a value name", value_names)
             nodes = [_Node(n, self.op_types) for n in g.node]
             self._nodes[id(g)] = (g, nodes)
-            self.used_names.update(n.name for n in nodes if n.name)
+            names = [n.name for n in nodes if n.name]
+            self.used_names.update(names)
+            named += len(names)
             for node in nodes:
                 if node.has_graph:
                     for attr in node.proto.attribute:
@@ -321,9 +332,12 @@ class Importer:
                             stack.append(attr.g)
                         elif attr.type == onnx.AttributeProto.GRAPHS:
                             stack.extend(attr.graphs)
-        # The names more than one node gives itself: usually none, so that naming a node asks
-        # a small set rather than the big table of every name (a cache miss on a big graph).
-        self.repeated = {name for name, count in self.used_names.items() if count > 1}
+        # The names more than one node gives itself: usually none (then the set of names is as
+        # long as their list), so that naming a node asks a small set rather than the big one.
+        self.repeated: set[str] = set()
+        if len(self.used_names) != named:
+            counts = Counter(n.name for _, nodes in self._nodes.values() for n in nodes if n.name)
+            self.repeated = {name for name, count in counts.items() if count > 1}
 
     def initializer(self, t: onnx.TensorProto) -> np.ndarray:
         """An initializer's value: external data memory-mapped, declared size checked."""
@@ -379,7 +393,7 @@ class Importer:
                 name = f"{base}_{self.generated[base] - (0 if given else 1)}"
                 if name not in self.used_names:
                     break
-            self.used_names[name] += 1
+            self.used_names.add(name)
         return Span(name, node.op_type, tuple(node.outputs))
 
     def run(self) -> IRModule:
@@ -598,9 +612,13 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
 
 
 def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) -> IRModule:
-    model, base_dir = read_model(path_or_model)
-    model = _copy_if_needed(model, path_or_model)
-    prepare_external_data(model, base_dir)
+    model, base_dir, data = _read(path_or_model)
+    if data is None:
+        data = _serialized(model)
+    if data is None or maybe_external(data):
+        model = _copy_if_needed(model, path_or_model)
+        if prepare_external_data(model, base_dir):
+            data = None  # attribute tensors were filled in: the bytes are not the model's now
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is not None and opset > CANONICAL_OPSET:
         raise ModelError(f"opset {opset} is newer than the newest this byoc supports "
@@ -610,11 +628,21 @@ def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) ->
             model = onnx.inliner.inline_local_functions(model)
         except Exception as exc:
             raise ModelError(f"cannot inline the model's local functions: {exc}") from None
+        data = None
     if upgrade and opset is not None and opset < CANONICAL_OPSET:
         model = upgrade_opset(model, CANONICAL_OPSET)
+        data = None
     if infer_shapes:
-        model = _infer_shapes(model)
+        model = _infer_shapes(model if data is None else data, model)
     return Importer(model, spans=spans, base_dir=base_dir).run()
+
+
+def _serialized(model: onnx.ModelProto) -> bytes | None:
+    """A ModelProto's bytes, or None where protobuf cannot serialize it (over 2 GB)."""
+    try:
+        return model.SerializeToString()
+    except EncodeError:
+        return None
 
 
 def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
@@ -626,10 +654,12 @@ def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
     return model
 
 
-def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+def _infer_shapes(model_or_bytes: onnx.ModelProto | bytes, model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX's shape inference over the model (given as its bytes where they are at hand, which
+    saves serializing it again); ``model`` itself where inference fails."""
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
-                                                 data_prop=True)
+        return onnx.shape_inference.infer_shapes(model_or_bytes, check_type=False,
+                                                 strict_mode=False, data_prop=True)
     except Exception as exc:  # a model onnx cannot infer may still run; keep what it declares
         warnings.warn(f"ONNX shape inference failed ({str(exc).splitlines()[0]}); "
                       "types come from the model's declarations", stacklevel=4)

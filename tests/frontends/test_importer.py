@@ -265,6 +265,52 @@ def test_external_data_whose_length_does_not_fit_its_shape_is_refused(tmp_path):
         byoc.load_onnx(tmp_path / "m.onnx")
 
 
+def _external_shape_constant(tmp_path) -> str:
+    """Reshape by a shape held in a Constant node whose tensor is external data."""
+    shape = TensorProto(name="s", data_type=TensorProto.INT64, dims=[2])
+    shape.data_location = TensorProto.EXTERNAL
+    for k, v in {"location": "s.bin", "offset": "0", "length": "16"}.items():
+        entry = shape.external_data.add()
+        entry.key, entry.value = k, v
+    (tmp_path / "s.bin").write_bytes(np.array([3, 2], np.int64).tobytes())
+    nodes = [helper.make_node("Constant", [], ["shape"], value=shape, name="shape"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    model = make_model(nodes, [("x", FLOAT, [6])], [("y", FLOAT, None)])
+    onnx.save(model, tmp_path / "m.onnx")
+    return str(tmp_path / "m.onnx")
+
+
+def test_an_external_constant_is_read_before_shape_inference(tmp_path):
+    mod = byoc.load_onnx(_external_shape_constant(tmp_path))
+    reshape = next(e for e in post_order(mod.main.body) if isinstance(e, Call) and e.op == "Reshape")
+    assert reshape.type == TensorType((3, 2), "float32")  # inference saw the shape's value
+    out = byoc.build(mod).run({"x": np.arange(6, dtype=np.float32)})["y"]
+    assert out.tolist() == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_an_external_constant_in_a_modelproto_needs_its_path(tmp_path):
+    model = onnx.load(_external_shape_constant(tmp_path), load_external_data=False)
+    before = model.SerializeToString()
+    with pytest.raises(ModelError, match="tensor 's' uses external data, which needs the model"):
+        byoc.load_onnx(model)
+    assert model.SerializeToString() == before
+
+
+def test_maybe_external_misses_no_external_tensor(tmp_path):
+    """The byte test that spares the walk over every node is never wrong when it says no."""
+    from byoc.frontends.onnx.external_data import maybe_external
+
+    for path in (_external_shape_constant(tmp_path), _external_model(tmp_path, "weights.bin")):
+        assert maybe_external(open(path, "rb").read())
+    sub = helper.make_graph([helper.make_node("Constant", [], ["c"], value=onnx.load(
+        _external_shape_constant(tmp_path), load_external_data=False).graph.node[0].attribute[0].t)],
+        "then", [], [helper.make_tensor_value_info("c", INT64, [2])])
+    nested = make_model([helper.make_node("If", ["b"], ["c"], then_branch=sub, else_branch=sub)],
+                        [("b", BOOL, [])], [("c", INT64, [2])])
+    assert maybe_external(nested.SerializeToString())
+    assert not maybe_external(_if_model().SerializeToString())
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
 def test_ceil_mode_pools_are_typed_by_the_spec_and_so_is_what_reads_them(op):
     # Width 2, stride 2, pads given: ONNX's inference (1.23) counts a second window starting at
