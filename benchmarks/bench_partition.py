@@ -1,6 +1,6 @@
 """How long import and partition take on synthetic ONNX graphs of 1k, 10k and 100k nodes.
 
-    python benchmarks/bench_partition.py [--sizes 1000,10000,100000] [--rounds 5] [--min-time 0.5]
+    python benchmarks/bench_partition.py [--sizes 1000,10000,100000] [--rounds 9] [--min-time 0.5]
 
 Two shapes: a chain, and a branchy residual net (blocks of two branches joined by an Add).
 Op types cycle so that about half the nodes are supported by the benchmark's backend, in runs
@@ -156,8 +156,8 @@ def _ratios(r: dict, prev: dict, key: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="rounds; each times every size (the ratios are their medians)")
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="rounds; each times every size (the ratios are their medians; 9 take ~4 min)")
     parser.add_argument("--min-time", type=float, default=0.5,
                         help="seconds per step and round, at least (more runs of small graphs)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
