@@ -85,10 +85,12 @@ _EXTERNAL_LOCATION = bytes([14 << 3, TensorProto.EXTERNAL])
 
 
 def maybe_external(data: bytes) -> bool:
-    """Whether a serialized model may hold a tensor with external data. False is certain:
-    every such tensor serializes these two bytes. True may be a coincidence in other bytes
-    (weights), and then ``prepare_external_data`` walks the model to see. The walk creates a
-    wrapper for every node, which on a 100,000-node graph is a tenth of a second."""
+    """Whether a model, as protobuf serializes it, may hold a tensor with external data.
+    False is certain for protobuf's own output, which writes every such tensor's location as
+    these two bytes (not for a file's bytes: a parser also takes over-long varints). True may
+    be a coincidence in other bytes (weights), and then ``prepare_external_data`` walks the
+    model to see. The walk creates a wrapper for every node: on a 100,000-node graph, a tenth
+    of a second."""
     return _EXTERNAL_LOCATION in data
 
 

@@ -40,16 +40,8 @@ from .upgrade import upgrade_opset
 
 def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
     """Parse a model from a path, bytes or a ModelProto; returns it and its folder."""
-    model, base, _ = _read(path_or_model)
-    return model, base
-
-
-def _read(path_or_model: str | os.PathLike | bytes | onnx.ModelProto
-          ) -> tuple[onnx.ModelProto, str | None, bytes | None]:
-    """``read_model``, and the model's serialized bytes (None for a ModelProto: serializing it
-    is left to whoever needs them)."""
     if isinstance(path_or_model, onnx.ModelProto):
-        return path_or_model, None, None
+        return path_or_model, None
     if isinstance(path_or_model, bytes):
         data, base = path_or_model, None
     else:
@@ -68,7 +60,7 @@ def _read(path_or_model: str | os.PathLike | bytes | onnx.ModelProto
         raise ModelError(f"not an ONNX model: truncated or not a ModelProto ({exc})") from None
     if not model.HasField("graph"):
         raise ModelError("not an ONNX model: it has no graph")
-    return model, base, data
+    return model, base
 
 
 def _utf8(what: str, *texts: str | bytes) -> None:
@@ -612,9 +604,11 @@ def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = 
 
 
 def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) -> IRModule:
-    model, base_dir, data = _read(path_or_model)
-    if data is None:
-        data = _serialized(model)
+    model, base_dir = read_model(path_or_model)
+    # Serialized again even when read from bytes: protobuf writes each field one way, and the
+    # test for external data counts on that (a file may spell a field in other ways, e.g. an
+    # over-long varint). Shape inference then takes these bytes.
+    data = _serialized(model)
     if data is None or maybe_external(data):
         model = _copy_if_needed(model, path_or_model)
         if prepare_external_data(model, base_dir):

@@ -296,6 +296,31 @@ def test_an_external_constant_in_a_modelproto_needs_its_path(tmp_path):
     assert model.SerializeToString() == before
 
 
+def test_an_external_location_spelled_as_an_overlong_varint_is_still_checked(tmp_path):
+    """A hostile file may write data_location=EXTERNAL as 0x70 0x81 0x00 (a two-byte 1), which
+    protobuf parses as EXTERNAL but a search for 0x70 0x01 in the file would miss."""
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.array([3, 2], np.int64).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    model = onnx.load(_external_shape_constant(tmp_path), load_external_data=False)
+    tensor = model.graph.node[0].attribute[0].t
+    tensor.name = "s_"  # one byte to give back, so that every enclosing length still holds
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            entry.value = "../secret.bin"
+    data = model.SerializeToString()
+    assert data.count(b"p\x01") == 1 and data.count(b"B\x02s_") == 1
+    data = data.replace(b"B\x02s_", b"B\x01s").replace(b"p\x01", b"p\x81\x00")
+    assert b"p\x01" not in data
+    reread = onnx.ModelProto.FromString(data)
+    assert reread.graph.node[0].attribute[0].t.data_location == TensorProto.EXTERNAL
+    (folder / "m.onnx").write_bytes(data)
+    with pytest.raises(ModelError, match="tensor 's': external data location '../secret.bin' "
+                                         "points outside"):
+        byoc.load_onnx(folder / "m.onnx")
+
+
 def test_maybe_external_misses_no_external_tensor(tmp_path):
     """The byte test that spares the walk over every node is never wrong when it says no."""
     from byoc.frontends.onnx.external_data import maybe_external
