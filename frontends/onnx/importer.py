@@ -27,8 +27,8 @@ from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from byoc.errors import ModelError
-from byoc.ir import (UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple,
-                     TupleGetItem, TupleType, Type, Var, incomplete)
+from byoc.ir import (NO_ATTRS, UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType,
+                     Tuple, TupleGetItem, TupleType, Type, Var, incomplete)
 from byoc.ir.collector import collector_paused
 from byoc.op import CANONICAL_OPSET, onnx_bridge, registry, type_rules
 from byoc.op.type_rules import CEIL_POOLS
@@ -458,7 +458,7 @@ class Importer:
                 where = f" in domain {domain!r}" if domain else ""
                 raise ModelError(f"unknown op {node.op_type!r}{where}", label, node.op_type)
             self.entries[op] = entry
-        attrs = self.import_attrs(node.proto, label, entry, scope) if node.has_attrs else {}
+        attrs = self.import_attrs(node.proto, label, entry, scope) if node.has_attrs else NO_ATTRS
         values = scope.values
         args: list[Expr | None] = [(values.get(name) or scope.get(name)) if name else None
                                    for name in node.inputs]

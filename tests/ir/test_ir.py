@@ -94,3 +94,26 @@ def test_tuple_get_item_types():
     items = op.outputs(split)
     assert [i.type for i in items] == [TensorType((2, 2), "float32")] * 3
     assert isinstance(items[0], TupleGetItem)
+
+
+def test_calls_without_attributes_share_one_read_only_empty_attrs():
+    import copy
+    import pickle
+
+    from onnx import TensorProto, helper
+
+    from byoc.ir import NO_ATTRS
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    mod = byoc.load_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)]))
+    calls = [e for e in byoc.ir.post_order(mod.main.body) if isinstance(e, byoc.ir.Call)]
+    assert [c.op for c in calls] == ["Relu", "Neg"] and all(c.attrs is NO_ATTRS for c in calls)
+    assert NO_ATTRS == {} and {**NO_ATTRS, "alpha": 1.0} == {"alpha": 1.0}
+    for change in (lambda d: d.update(a=1), lambda d: d.setdefault("a", 1),
+                   lambda d: d.__setitem__("a", 1), lambda d: d.__ior__({"a": 1})):
+        with pytest.raises(TypeError, match="shared by every call"):
+            change(NO_ATTRS)
+    assert NO_ATTRS == {}
+    assert pickle.loads(pickle.dumps(NO_ATTRS)) is NO_ATTRS and copy.deepcopy(NO_ATTRS) is NO_ATTRS
