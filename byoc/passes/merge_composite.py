@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from ..analysis import unique, value_name
 from ..backend import Backend, PatternEntry
-from ..ir import Call, Expr, Function, IRModule, Var, children, post_order, with_children
+from ..ir import NO_ATTRS, Call, Expr, Function, IRModule, Var, children, post_order, with_children
 from ..pattern import Match
 
 
@@ -101,4 +101,4 @@ def _composite(entry: PatternEntry, m: Match, args: list[Expr]) -> Call:
         body[n] = with_children(n, [body[k] for k in children(n)])
     root = m.root
     fn = Function(tuple(params), body[root], {"Composite": entry.name})
-    return Call(fn, tuple(args), {}, root.type, root.span)  # type: ignore[attr-defined]
+    return Call(fn, tuple(args), NO_ATTRS, root.type, root.span)  # type: ignore[attr-defined]

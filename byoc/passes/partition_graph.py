@@ -32,8 +32,8 @@ from collections.abc import Callable
 from ..analysis import (HOST_REASONS, Regions, Scope, Units, completed, contract, find_regions,
                         node_key, scope_label, unique, unit_order, value_name)
 from ..backend import find_backend
-from ..ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem,
-                  Var, with_children)
+from ..ir import (NO_ATTRS, Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple,
+                  TupleGetItem, Var, with_children)
 
 
 def partition_graph(mod: IRModule, bind_constants: bool | None = None) -> IRModule:
@@ -86,7 +86,7 @@ def lift_function(regions: Regions, taken: set[str], funcs: dict[str, Function],
         func, args, outs = calls[u]
         name = func.attrs["global_symbol"]
         span = Span(name, "", tuple(func.attrs["output_names"]))
-        call = Call(GlobalVar(name), tuple([new[a] for a in args]), {}, func.ret_type, span)
+        call = Call(GlobalVar(name), tuple([new[a] for a in args]), NO_ATTRS, func.ret_type, span)
         if len(outs) == 1:
             new[outs[0]] = call
         else:

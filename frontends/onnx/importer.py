@@ -648,7 +648,8 @@ def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
     return model
 
 
-def _infer_shapes(model_or_bytes: onnx.ModelProto | bytes, model: onnx.ModelProto) -> onnx.ModelProto:
+def _infer_shapes(model_or_bytes: onnx.ModelProto | bytes,
+                  model: onnx.ModelProto) -> onnx.ModelProto:
     """ONNX's shape inference over the model (given as its bytes where they are at hand, which
     saves serializing it again); ``model`` itself where inference fails."""
     try:
