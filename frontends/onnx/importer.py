@@ -13,6 +13,7 @@ cyclic garbage collector is paused for the import (``byoc.ir.collector``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import warnings
@@ -305,7 +306,8 @@ class Importer:
             g = stack.pop()
             _utf8("a graph name", g.name)
             value_names = []
-            for vi in (*g.input, *g.output, *g.value_info):
+            # One wrapper at a time (a tuple of them all is 100,000 live wrappers on a big graph).
+            for vi in itertools.chain(g.input, g.output, g.value_info):
                 name = vi.name
                 value_names.append(name)
                 key = vi.type.SerializeToString()  # empty when unset: then ask (rarely)
