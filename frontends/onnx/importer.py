@@ -672,9 +672,12 @@ def _infer_shapes(model_or_bytes: onnx.ModelProto | bytes,
 # through their function bodies, which could hold either. Every other op with a propagation
 # function (Add, Cast, Concat, Gather, Mul, Slice, Squeeze, Sub, Unsqueeze) only carries data it
 # is given. tests/frontends/test_data_propagation.py pins both lists against onnx's schemas.
-PROPAGATION_SEEDS = tuple(b"\x22" + bytes([len(op)]) + op for op in (
+PROPAGATION_SEEDS = (b"\x10\x07", b"\x10\x06") + tuple(b"\x22" + bytes([len(op)]) + op for op in (
     b"Shape", b"Size", b"Constant", b"MeanVarianceNormalization", b"GreaterOrEqual",
-    b"LessOrEqual")) + (b"\x10\x06", b"\x10\x07")
+    b"LessOrEqual"))  # INT64 first: nearly every real model has one, and the search stops there
+# Past this size a model keeps propagation on unsearched: its bytes are mostly weights, and
+# searching them for every seed could cost more than propagation does.
+_SEARCHED_UP_TO = 64 << 20
 
 
 def has_data_to_propagate(data: bytes | None) -> bool:
@@ -683,4 +686,6 @@ def has_data_to_propagate(data: bytes | None) -> bool:
     1,527 such models (ONNX's node suite and ours) inference gave the same bytes with it on and
     off, while on 162 of the 532 others it changed them. Off, a 100k-node graph infers 0.2 s
     sooner (of 0.5); a hit inside weights or names only keeps it on."""
-    return data is None or any(seed in data for seed in PROPAGATION_SEEDS)
+    if data is None or len(data) > _SEARCHED_UP_TO:
+        return True
+    return any(seed in data for seed in PROPAGATION_SEEDS)

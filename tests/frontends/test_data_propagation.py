@@ -50,6 +50,7 @@ def test_seeds_are_found_in_the_bytes(seed):
     data = _elementwise(extra, inits).SerializeToString()
     assert has_data_to_propagate(data) == (seed != "none")
     assert has_data_to_propagate(None)
+    assert has_data_to_propagate(bytes(65 << 20))  # too big to search: left on
 
 
 def test_without_seeds_inference_is_the_same_with_propagation_off():
