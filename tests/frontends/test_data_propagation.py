@@ -15,7 +15,7 @@ from onnx.onnx_cpp2py_export import shape_inference as onnx_inference
 import byoc
 from byoc.frontends.onnx.importer import has_data_to_propagate
 from byoc.ir import Call, TensorType, post_order
-from tests.conftest import FLOAT, INT64, make_model
+from tests.conftest import FLOAT, make_model
 
 
 def test_the_seed_list_matches_onnxs_schemas():
