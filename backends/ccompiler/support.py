@@ -177,6 +177,12 @@ def is_static_input(call: Call, index: int) -> bool:
     return rule is not None and index in rule.static
 
 
+def static_inputs(call: Call) -> list[int]:
+    """The inputs of ``call`` read at code generation, in order (one rule lookup for all)."""
+    rule = RULES.get(call.op) if isinstance(call.op, str) else None
+    return [] if rule is None else sorted(j for j in set(rule.static) if 0 <= j < len(call.args))
+
+
 def supports(call: Call) -> bool | str:
     """True if ccompiler takes ``call``, else why not."""
     verdict = _verdict(call)

@@ -27,7 +27,7 @@ from byoc.backends.ccompiler.shapes import Key, concrete_types, key_of
 from byoc.backends.ccompiler.support import is_static_input
 from byoc.codegen import CSource, Names, c_type, comment, shorten
 from byoc.ir import Call, Constant, Expr, Function, TensorType, Tuple, Var, post_order
-from byoc.passes.fuse_ops import fuse_ops
+from byoc.passes.fuse_ops import Group, fuse_ops
 from byoc.runtime.memory_plan import MemoryPlan, Step, Value, plan_steps
 
 from .kernels import Kernel, split_groups
@@ -78,8 +78,8 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
         arg_types = static_arg_types(func)
     types = concrete_types(func, arg_types)
     region = _Region(func, types)
-    read_outside = _read_outside(func)
-    kernels = split_groups(fuse_ops(func), types, read_outside)
+    groups = fuse_ops(func)
+    kernels = split_groups(groups, types, _read_outside(func, groups))
     gathered = _concat_in_place(kernels, types, region)
     plan = _plan(kernels, types, region, gathered)
     for k, off in plan.offsets.items():
@@ -92,7 +92,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
                 region.constant(a)
     for _, k in region.copies:
         if k not in region.ptr:
-            region.constant(_const_of(func, k))
+            region.constant(k[0])  # type: ignore[arg-type]  # a key holds its node
     ctx = Emit(CSource(), scratch_base=plan.arena_bytes, const_base=len(region.constants))
     body = CSource()
     for index, kernel in enumerate(kernels):
@@ -118,18 +118,14 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
                      runtime_c.links_library(ctx.needed))
 
 
-def _const_of(func: Function, key: Key) -> Constant:
-    return next(e for e in post_order(func.body) if e is key[0])  # type: ignore[return-value]
-
-
-def _read_outside(func: Function) -> set[Key]:
+def _read_outside(func: Function, groups: list[Group]) -> set[Key]:
     """Every value some call reads or the region returns (FuseOps decides which stay inside)."""
     out: set[Key] = set()
     body = func.body
     for f in body.fields if isinstance(body, Tuple) else (body,):
         out.add(key_of(f))
     groups_of: dict[Expr, int] = {}
-    for g, group in enumerate(fuse_ops(func)):
+    for g, group in enumerate(groups):
         for n in group.nodes:
             groups_of[n] = g
     for e in post_order(func.body):

@@ -106,9 +106,9 @@ def _kernel(kind: str, nodes: list[Call], read_outside: set[Key], root: Call | N
         for a in n.args:
             if a is None:
                 continue
-            producer = a.tuple_value if hasattr(a, "tuple_value") else a
-            if producer in inside or key_of(a) in seen:
+            k = key_of(a)  # k[0]: the node that produces the value
+            if k[0] in inside or k in seen:
                 continue
-            seen.add(key_of(a))
+            seen.add(k)
             inputs.append(a)
     return Kernel(kind, nodes, outs, inputs)

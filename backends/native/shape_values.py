@@ -23,7 +23,7 @@ import numpy as np
 from byoc.backends.ccompiler.emitter import Unsupported
 from byoc.backends.ccompiler.fold import fold_constants
 from byoc.backends.ccompiler.shapes import concrete_types, key_of
-from byoc.backends.ccompiler.support import is_static_input
+from byoc.backends.ccompiler.support import static_inputs
 from byoc.ir import Call, Constant, Expr, Function, TensorType, Tuple, Var, post_order, rewrite
 from byoc.op.kernels.tensor import shape as shape_kernel
 
@@ -70,7 +70,7 @@ def _small(t) -> bool:
 
 def shape_inputs(call: Call) -> list[int]:
     """The inputs of ``call`` read at code generation (ccompiler's static inputs)."""
-    return [j for j in range(len(call.args)) if is_static_input(call, j)]
+    return static_inputs(call)
 
 
 def value_params(func: Function) -> tuple[int, ...]:

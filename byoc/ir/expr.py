@@ -31,12 +31,8 @@ class _NoAttrs(dict):
 
     __setitem__ = __delitem__ = __ior__ = update = setdefault = pop = popitem = clear = _read_only
 
-    def __reduce__(self) -> tuple[Any, tuple]:
-        return (_no_attrs, ())  # unpickled, and copied, as the one shared instance
-
-
-def _no_attrs() -> _NoAttrs:
-    return NO_ATTRS
+    def __reduce__(self) -> str:
+        return "NO_ATTRS"  # pickled by name, so unpickled and copied as the one instance
 
 
 NO_ATTRS = _NoAttrs()

@@ -56,7 +56,7 @@ def rewrite(
 
     For each node (post-order) the node is first rebuilt with its children's replacements,
     then ``fn(original, rebuilt)`` may return a different replacement. Returns the new roots
-    and the memo (id of original -> replacement).
+    and the memo (original -> replacement).
     """
     memo: dict[Expr, Expr] = {}
     for e in post_order(roots):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import warnings
 from collections import Counter
 from typing import Any
 
@@ -36,6 +35,7 @@ from byoc.op.type_rules import CEIL_POOLS
 from byoc.runtime import limits
 
 from .external_data import external_array, maybe_external, prepare_external_data
+from . import shape_inference
 from .upgrade import upgrade_opset
 
 
@@ -629,7 +629,7 @@ def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) ->
         model = upgrade_opset(model, CANONICAL_OPSET)
         data = None
     if infer_shapes:
-        model = _infer_shapes(model if data is None else data, model)
+        model = shape_inference.infer_shapes(model, data)
     return Importer(model, spans=spans, base_dir=base_dir).run()
 
 
@@ -648,44 +648,3 @@ def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
         copy.CopyFrom(model)
         return copy
     return model
-
-
-def _infer_shapes(model_or_bytes: onnx.ModelProto | bytes,
-                  model: onnx.ModelProto) -> onnx.ModelProto:
-    """ONNX's shape inference over the model (given as its bytes where they are at hand, which
-    saves serializing it again); ``model`` itself where inference fails. Data propagation (the
-    values of shape tensors, for Reshape and the like) only where there is data to propagate."""
-    data = model_or_bytes if isinstance(model_or_bytes, bytes) else None
-    try:
-        return onnx.shape_inference.infer_shapes(model_or_bytes, check_type=False,
-                                                 strict_mode=False,
-                                                 data_prop=has_data_to_propagate(data))
-    except Exception as exc:  # a model onnx cannot infer may still run; keep what it declares
-        warnings.warn(f"ONNX shape inference failed ({str(exc).splitlines()[0]}); "
-                      "types come from the model's declarations", stacklevel=4)
-        return model
-
-
-# Where ONNX's data propagation can start, as protobuf serializes it (NodeProto.op_type is
-# field 4, TensorProto.data_type field 2): ops that make shape data from types (Shape, Size),
-# constants (a Constant node, an INT32 or INT64 tensor anywhere), and the ops some opset infers
-# through their function bodies, which could hold either. Every other op with a propagation
-# function (Add, Cast, Concat, Gather, Mul, Slice, Squeeze, Sub, Unsqueeze) only carries data it
-# is given. tests/frontends/test_data_propagation.py pins both lists against onnx's schemas.
-PROPAGATION_SEEDS = (b"\x10\x07", b"\x10\x06") + tuple(b"\x22" + bytes([len(op)]) + op for op in (
-    b"Shape", b"Size", b"Constant", b"MeanVarianceNormalization", b"GreaterOrEqual",
-    b"LessOrEqual"))  # INT64 first: nearly every real model has one, and the search stops there
-# Past this size a model keeps propagation on unsearched: its bytes are mostly weights, and
-# searching them for every seed could cost more than propagation does.
-_SEARCHED_UP_TO = 64 << 20
-
-
-def has_data_to_propagate(data: bytes | None) -> bool:
-    """Whether data propagation may change what shape inference says about a model, given as
-    protobuf's serialization of it (None: not known, so yes). Without any seed it cannot: on
-    1,527 such models (ONNX's node suite and ours) inference gave the same bytes with it on and
-    off, while on 162 of the 532 others it changed them. Off, a 100k-node graph infers 0.2 s
-    sooner (of 0.5); a hit inside weights or names only keeps it on."""
-    if data is None or len(data) > _SEARCHED_UP_TO:
-        return True
-    return any(seed in data for seed in PROPAGATION_SEEDS)

@@ -13,14 +13,14 @@ from onnx import helper, numpy_helper
 from onnx.onnx_cpp2py_export import shape_inference as onnx_inference
 
 import byoc
-from byoc.frontends.onnx.importer import has_data_to_propagate
+from byoc.frontends.onnx.shape_inference import has_data_to_propagate
 from byoc.ir import Call, TensorType, post_order
 from tests.conftest import FLOAT, make_model
 
 
 def test_the_seed_list_matches_onnxs_schemas():
     """An onnx release that gives another op a data propagation function, or infers another op
-    through its function body, must have the seeds in importer.PROPAGATION_SEEDS reviewed."""
+    through its function body, must have the seeds in shape_inference.PROPAGATION_SEEDS reviewed."""
     schemas = onnx.defs.get_all_schemas_with_history()
     propagating = {s.name for s in schemas if s.has_data_propagation_function}
     assert propagating == {"Add", "Cast", "Concat", "Gather", "Mul", "Shape", "Size", "Slice",
