@@ -1,0 +1,61 @@
+"""The ``byoc`` command line: one module per command, each with a ``register(sub)`` that adds
+its parser; ``common`` holds what they share.
+
+Every error byoc raises on purpose becomes one line on stderr and exit code 2; a comparison
+out of tolerance exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import bench, build, debug, info, partition, run
+from .common import default_model_path, one_line
+
+__all__ = ["main", "build_parser", "default_model_path"]
+
+COMMANDS = (info, run, bench, partition, build, debug)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="byoc", description="Bring your own codegen to ONNX models.")
+    sub = parser.add_subparsers(dest="command")
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        argv = ["run"]
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return 2
+    import warnings
+
+    from ..errors import ByocError
+
+    warnings.simplefilter("ignore") if not os.environ.get("BYOC_WARNINGS") else None
+    try:
+        return args.fn(args)
+    except ByocError as exc:
+        print(one_line(f"byoc: error: {exc}"), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("byoc: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in byoc: still one line, and how to see more
+        if os.environ.get("BYOC_TRACEBACK"):
+            raise
+        print(f"byoc: internal error: {type(exc).__name__}: {one_line(str(exc))} (set "
+              "BYOC_TRACEBACK=1 for the traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

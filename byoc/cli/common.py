@@ -1,0 +1,196 @@
+"""What every command shares: loading the model, inputs, building, fallbacks, output files."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import resources
+
+DEFAULT_MODEL = "tiny_resnet.onnx"
+
+
+def default_model_path() -> str:
+    return str(resources.files("byoc") / "data" / DEFAULT_MODEL)
+
+
+def parse_dims(specs: list[str]) -> dict[str, int]:
+    from ..errors import InputError
+
+    dims = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not value.isdigit():
+            raise InputError(f"--dim wants NAME=N, got {spec!r}")
+        dims[name] = int(value)
+    return dims
+
+
+def show(text: str) -> str:
+    from ..report import show  # imported when needed: `byoc --help` stays quick
+
+    return show(text)
+
+
+def one_line(text: str) -> str:
+    """The first line of a message, with anything unprintable in it escaped."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)
+
+
+def backend_list(spec: str | None) -> list[str]:
+    return [b.strip() for b in spec.split(",") if b.strip()] if spec else []
+
+
+def load_model(args):
+    import byoc
+
+    path = args.model or default_model_path()
+    return path, byoc.load_onnx(path)
+
+
+def model_inputs(args, mod):
+    from ..errors import InputError
+    from ..inputs import load_npy, random_inputs
+
+    # Native byte order: a big-endian .npy is still "float32", and C and onnxruntime would
+    # read its bytes as if they were little-endian.
+    given: dict = {}
+    for spec in args.input:
+        name, array = load_npy(spec)
+        if name in given:
+            raise InputError(f"--input {name} is given twice")
+        given[name] = native(array)
+    names = [p.name for p in mod.main.params]
+    for name in given:  # a misspelt name must not mean a made-up input, silently
+        if name not in names:
+            raise InputError(f"unknown input {name!r}; the model's inputs are {names}")
+    return random_inputs(mod.main, parse_dims(args.dim), seed=args.seed, given=given)
+
+
+def hint_made_up(exc: Exception, args, mod) -> Exception:
+    """A run that failed on made-up inputs says so: random values and dims of 1 are often not
+    what a model accepts (a sample rate, a minimum length), and the fix is the real input."""
+    import byoc
+
+    given = {spec.partition("=")[0] for spec in args.input}
+    made_up = [p.name for p in mod.main.params if p.name not in given]
+    if not made_up:
+        return exc
+    return byoc.ByocError(f"{exc} (inputs {', '.join(map(repr, made_up))} were made up: pass "
+                          f"real ones with --input NAME=FILE.npy, or sizes with --dim NAME=N)")
+
+
+def native(array):
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
+
+def prepare(mod, backends: list[str], args):
+    """The module to build: partitioned for the backends, or as imported (host only)."""
+    if args.fallback and getattr(args, "no_fallback", False):  # only run has --no-fallback
+        from ..errors import InputError
+
+        raise InputError("--fallback host and --no-fallback contradict each other")
+    if not backends or backends == ["host"]:
+        return mod
+    from ..partition import partition
+
+    return partition(mod, backends=backends, no_fallback=getattr(args, "no_fallback", False))
+
+
+def build_exe(prepared, args):
+    """``byoc.build`` with ``--fallback``; each region sent to the host said on stderr."""
+    import byoc
+
+    exe = byoc.build(prepared, fallback=args.fallback)
+    warn_fallbacks(exe.fallbacks)
+    return exe
+
+
+def warn_fallbacks(fallbacks: dict[str, str]) -> None:
+    for why in fallbacks.values():
+        print(one_line(f"byoc: warning: {why}"), file=sys.stderr)
+
+
+def late_fallbacks(exe) -> dict[str, str]:
+    """The fallbacks that happened at a call: their regions are still in ``exe.mod``."""
+    return {name: why for name, why in exe.fallbacks.items() if name in exe.mod.functions}
+
+
+def settled(exe, prepared, args):
+    """After a first run: the regions whose per-shape build failed at their first call (they ran
+    on the host) inlined too, so the runs that follow, the placement and the profile count them
+    as host nodes. ``exe`` itself when none did."""
+    late = late_fallbacks(exe)
+    if not late:
+        return exe
+    import byoc
+
+    from ..passes.reject import inline_regions
+
+    warn_fallbacks(late)
+    rebuilt = byoc.build(inline_regions(prepared, late), fallback=args.fallback)
+    rebuilt.fallbacks.update(exe.fallbacks)  # in place: its regions record into this dict
+    return rebuilt
+
+
+class blas_threads:
+    """Limit numpy's BLAS to ``n`` threads for the duration (threadpoolctl)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        from threadpoolctl import threadpool_limits
+
+        self.limit = threadpool_limits(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        self.limit.unregister()
+
+
+def save_model(model, path: str) -> None:
+    """Write an ONNX model beside its destination, then rename it into place."""
+    import onnx
+
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def one_backend(args) -> str:
+    from ..errors import InputError
+
+    names = backend_list(args.backend)
+    if len(names) != 1:
+        raise InputError("this command takes exactly one --backend")
+    return names[0]
+
+
+def model_arg(p, optional: bool = False) -> None:
+    if optional:
+        p.add_argument("model", nargs="?", help="ONNX model (default: the embedded tiny ResNet)")
+    else:
+        p.add_argument("model", help="ONNX model")
+
+
+def fallback_arg(p) -> None:
+    p.add_argument("--fallback", choices=["host"],
+                   help="run a region its backend cannot build (compile error, no compiler, "
+                        "cache not writable) on the host, with a warning line")
+
+
+def input_args(p) -> None:
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="value of a symbolic dim for made-up inputs (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
+    p.add_argument("--threads", type=int, default=1)
+

@@ -1,0 +1,85 @@
+"""``byoc extract``, ``repro`` and ``bisect``: a backend's bug as a small test case."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import input_args, load_model, model_arg, model_inputs, one_backend, show
+
+
+def cmd_extract(args) -> int:
+    from ..errors import InputError
+    from ..extract import extract
+
+    path, mod = load_model(args)
+    nodes = None
+    if args.nodes:
+        first, sep, last = args.nodes.partition(":")
+        if not sep:
+            raise InputError(f"--nodes wants FIRST:LAST, got {args.nodes!r}")
+        nodes = (first, last)
+    case = extract(mod, one_backend(args), args.output, model_inputs(args, mod), region=args.region,
+                   nodes=nodes, name_regex=args.name_regex, iteration=args.iteration)
+    print(f"wrote {case.out_dir}: region {case.region.name} ({len(case.region.nodes)} nodes, "
+          f"{len(case.region.input_names)} inputs, {len(case.region.output_names)} outputs)")
+    for f in case.files:
+        print(f"  {f}")
+    print(f"replay: byoc repro {case.out_dir} --backend {case.backend}")
+    return 0
+
+
+def cmd_repro(args) -> int:
+    from ..extract import repro
+
+    checks = repro(args.case, one_backend(args))
+    for c in checks:
+        print(f"  {show(c.name)}: max_abs_err={c.max_abs_err:.3g} rel_err={c.rel_err:.3g} "
+              + ("ok" if c.ok else "OUT OF TOLERANCE" + (f" ({c.note})" if c.note else "")))
+    ok = all(c.ok for c in checks)
+    print("reproduces the recorded outputs" if ok else "does NOT match the recorded outputs")
+    return 0 if ok else 1
+
+
+def cmd_bisect(args) -> int:
+    from ..extract import bisect
+
+    path, mod = load_model(args)
+    result = bisect(mod, one_backend(args), model_inputs(args, mod), out_dir=args.output,
+                    progress=lambda line: print(f"  checking {line}", file=sys.stderr, flush=True))
+    if result.region is None:
+        print(f"all {result.checked} region(s) match the host")
+        return 0
+    print(f"first bad region: {result.region.name} (region {result.checked} of the run)")
+    for c in result.comparisons:
+        print(f"  {show(c.name)}: rel_err={c.rel_err:.3g}")
+    print(f"first bad node: {show(result.node)} ({result.node_op})")
+    if result.case is not None:
+        print(f"repro: byoc repro {result.case.out_dir} --backend {result.case.backend}")
+    return 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("extract", help="one region as a standalone ONNX test case")
+    model_arg(p)
+    input_args(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--region", type=int, metavar="K", help="the K-th region (from 0)")
+    which.add_argument("--nodes", metavar="FIRST:LAST", help="a node range by ONNX node names")
+    which.add_argument("--name-regex", metavar="RE", help="the nodes whose names match")
+    p.add_argument("--iteration", type=int, default=0, metavar="K",
+                   help="for a region in a Loop/Scan body or If branch: the tensors of the "
+                        "body's K-th run (from 0; default 0)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.set_defaults(fn=cmd_extract)
+
+    p = sub.add_parser("repro", help="replay an extracted case on a backend; exit 1 if it differs")
+    p.add_argument("case", metavar="DIR")
+    p.add_argument("--backend", required=True)
+    p.set_defaults(fn=cmd_repro)
+
+    p = sub.add_parser("bisect", help="find the first region and node a backend gets wrong")
+    model_arg(p)
+    input_args(p)
+    p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect",
+                   help="where to extract a repro of the first bad node (default byoc-bisect)")
+    p.set_defaults(fn=cmd_bisect)

@@ -1,0 +1,61 @@
+"""``byoc info``: opset, op histogram, inputs and outputs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from .common import load_model, model_arg, show
+
+
+def cmd_info(args) -> int:
+    from ..ir import Call, Function, post_order
+
+    path, mod = load_model(args)
+    ops: Counter[str] = Counter()
+    stack = [mod.main]
+    while stack:
+        func = stack.pop()
+        for e in post_order(func.body):
+            if isinstance(e, Call):
+                ops[e.op_name] += 1
+                stack.extend(v for v in e.attrs.values() if isinstance(v, Function))
+    opsets = mod.attrs.get("opset_imports", {})
+    info = {
+        "model": path,
+        "opset": opsets.get("", None),
+        "opset_imports": opsets,
+        "nodes": sum(ops.values()),
+        "ops": dict(ops.most_common()),
+        "inputs": {p.name: str(p.type) for p in mod.main.params},
+        "outputs": {},
+    }
+    body = mod.main.body
+    outs = list(getattr(body, "fields", None) or [body]) if len(mod.main.attrs["output_names"]) > 1 else [body]
+    for name, e in zip(mod.main.attrs["output_names"], outs):
+        info["outputs"][name] = str(e.type)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"model   {path}")
+    print(f"opset   {info['opset']}" + (f"  (also {', '.join(f'{d} {v}' for d, v in opsets.items() if d)})"
+                                       if len(opsets) > 1 else ""))
+    print(f"nodes   {info['nodes']}")
+    print("inputs")
+    for n, t in info["inputs"].items():
+        print(f"  {show(n)}: {t}")
+    print("outputs")
+    for n, t in info["outputs"].items():
+        print(f"  {show(n)}: {t}")
+    print("ops")
+    width = max((len(k) for k in ops), default=0)
+    for op, n in ops.most_common():
+        print(f"  {op:<{width}}  {n}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("info", help="opset, nodes, op histogram, inputs and outputs")
+    model_arg(p, optional=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_info)

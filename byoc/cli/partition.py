@@ -1,0 +1,51 @@
+"""``byoc partition``: what runs where, as a table, JSON or ONNX file."""
+
+from __future__ import annotations
+
+import json
+
+from .common import backend_list, load_model, model_arg, save_model
+
+
+def cmd_partition(args) -> int:
+    from ..partition import annotate_range, partition
+    from ..report import format_table, partition_report
+
+    path, mod = load_model(args)
+    backends = backend_list(args.backend)
+    if not backends:
+        from ..errors import InputError
+
+        raise InputError("partition needs --backend NAME[,NAME]")
+    if args.range:
+        start, sep, end = args.range.partition(":")
+        if not sep:
+            from ..errors import InputError
+
+            raise InputError(f"--range wants START:END, got {args.range!r}")
+        mod = annotate_range(mod, backends[0], start, end)
+        part = partition(mod, backends=backends, annotated=True)
+    else:
+        part = partition(mod, backends=backends)
+    report = partition_report(part)
+    if args.output:
+        from ..frontends.onnx.exporter import module_to_onnx
+
+        save_model(module_to_onnx(part), args.output)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_table(report, explain=args.explain))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("partition", help="what runs where: regions per backend")
+    model_arg(p, optional=True)
+    p.add_argument("--backend", metavar="NAME[,NAME]", required=True)
+    p.add_argument("--explain", action="store_true", help="say why each host node stayed there")
+    p.add_argument("--range", metavar="START:END", help="annotate a node range by hand")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-o", "--output", metavar="OUT.onnx",
+                   help="also write the partitioned model, one local function per region")
+    p.set_defaults(fn=cmd_partition)

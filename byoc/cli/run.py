@@ -1,0 +1,127 @@
+"""``byoc run``: run a model, compare with onnxruntime, profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from .common import (
+    backend_list,
+    build_exe,
+    fallback_arg,
+    hint_made_up,
+    input_args,
+    load_model,
+    model_arg,
+    model_inputs,
+    one_line,
+    prepare,
+    settled,
+    show,
+)
+
+
+def _quantized(mod) -> bool:
+    from ..ir import Call, post_order
+
+    return any(isinstance(e, Call) and e.op == "QuantizeLinear" for e in post_order(mod.main.body))
+
+
+def cmd_run(args) -> int:
+    import byoc
+
+    from ..compare import compare_outputs, run_onnxruntime
+
+    path, mod = load_model(args)
+    inputs = model_inputs(args, mod)
+    backends = backend_list(args.backend)
+    from ..placement import format_placement, placement
+
+    prepared = prepare(mod, backends, args)
+    exe = build_exe(prepared, args)
+    start = time.perf_counter()
+    try:
+        outputs = exe.run(inputs)
+    except byoc.ByocError as exc:
+        raise hint_made_up(exc, args, mod) from None
+    elapsed = time.perf_counter() - start
+    exe = settled(exe, prepared, args)
+    result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}
+    if exe.fallbacks:
+        result["fallbacks"] = exe.fallbacks
+    if backends:  # where it ran, timed on a second run with per-node times
+        result["placement"] = placement(exe.mod, exe.run(inputs, capture=[]).times)
+    report = None
+    if args.profile or args.trace:
+        from ..profile import profile, write_chrome_trace
+
+        report = profile(exe, inputs)
+        if args.trace:
+            write_chrome_trace(report, args.trace)
+        result["profile"] = {k: v for k, v in report.items() if k != "trace"}
+    comparisons = None
+    if args.compare:
+        if args.compare != "onnxruntime":
+            raise byoc.InputError(f"--compare knows only onnxruntime, not {args.compare!r}")
+        try:
+            reference = run_onnxruntime(path, inputs, threads=args.threads)
+        except Exception as exc:  # onnxruntime's refusal is not a bug in byoc
+            raise byoc.ByocError(f"--compare: onnxruntime cannot run the model: "
+                                 f"{one_line(str(exc))}") from None
+        comparisons = compare_outputs(outputs, reference)
+        result["ok"] = all(c.ok for c in comparisons)
+        if not result["ok"] and _quantized(mod):
+            # onnxruntime's default optimizations fuse DQ -> op -> Q into integer kernels that
+            # round differently (docs/decisions.md); byoc runs the graph as written.
+            as_written = compare_outputs(outputs, run_onnxruntime(path, inputs, args.threads,
+                                                                  optimize=False))
+            if all(c.ok for c in as_written):
+                worst = max(c.max_abs_err for c in comparisons)
+                result["note"] = (f"matches onnxruntime run as written (no graph optimizations); "
+                                  f"its default fused QDQ kernels differ by up to {worst:.3g}")
+                comparisons, result["ok"] = as_written, True
+        for c in comparisons:
+            result["outputs"][c.name] = c.as_dict()
+    else:
+        for name, value in outputs.items():
+            arr = value if hasattr(value, "shape") else None
+            result["outputs"][name] = {"shape": list(arr.shape) if arr is not None else None,
+                                       "dtype": arr.dtype.name if arr is not None else type(value).__name__}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        where = ", ".join(backends) if backends else "host"
+        print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms")
+        if "placement" in result:
+            print(format_placement(result["placement"]))
+        for name, o in result["outputs"].items():
+            line = f"  {show(name)}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
+            if comparisons is not None:
+                line += f"  max_abs_err={o['max_abs_err']:.3g} rel_err={o['rel_err']:.3g} " + (
+                    "ok" if o["ok"] else "OUT OF TOLERANCE" + (f" ({o['note']})" if o.get("note") else ""))
+            print(line)
+        if comparisons is not None:
+            print(result.get("note") or (
+                "matches onnxruntime" if result["ok"] else "does NOT match onnxruntime"))
+        if report is not None:
+            from ..profile import format_profile
+
+            print()
+            print(format_profile(report))
+    return 0 if result["ok"] else 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a model (seeded random inputs unless given)")
+    model_arg(p, optional=True)
+    input_args(p)
+    p.add_argument("--compare", metavar="onnxruntime")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="fail if any node would run on the host")
+    fallback_arg(p)
+    p.add_argument("--profile", action="store_true",
+                   help="time per node and region, copies per boundary, hot spots")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (chrome://tracing)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_run)
