@@ -16,6 +16,7 @@ from .errors import ByocError, InputError, KernelError, ModelError
 from .ir import IRModule
 from .partition import annotate_range, explain, partition
 from .runtime import Executable, build
+from .runtime.threads import set_threads
 
 __version__ = "0.1.0"
 
@@ -36,4 +37,4 @@ def to_onnx(obj):
 
 __all__ = ["ByocError", "Executable", "IRModule", "InputError", "KernelError", "ModelError",
            "annotate_range", "build", "explain", "get_backend", "gradient", "ir", "load_onnx",
-           "op", "partition", "register_backend", "to_onnx"]
+           "op", "partition", "register_backend", "set_threads", "to_onnx"]

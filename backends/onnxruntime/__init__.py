@@ -4,12 +4,12 @@ A real engine standing in for an accelerator. It takes a call exactly when onnxr
 provider can build a session for that one node (asked once per op, attributes and input
 dtypes, and cached), so what it declines it declines with onnxruntime's own reason.
 
-Threads: ``BYOC_ORT_THREADS`` (default 1). Graph optimizations are on.
+Threads: the build's (``byoc.build(mod, threads=N)``, ``$BYOC_THREADS``, else the physical cores;
+read with ``byoc.runtime.threads.build_threads()``). Graph optimizations are on.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 
@@ -20,21 +20,17 @@ from byoc.ir import Call, Function, TensorType, Tuple, post_order
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 from byoc.op.host_kernels import one_node_model
 from byoc.runtime.devices import Device, register_device
+from byoc.runtime.threads import build_threads
 
 _verdicts: dict[tuple, bool | str] = {}
 _lock = threading.Lock()
 
 
-def _threads() -> int:
-    value = os.environ.get("BYOC_ORT_THREADS", "1")
-    return int(value) if value.isdigit() and int(value) > 0 else 1
-
-
-def _session(model_bytes: bytes, optimize: bool = True):
+def _session(model_bytes: bytes, optimize: bool = True, threads: int = 1):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = _threads()
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     if not optimize:
@@ -97,7 +93,7 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     n_out = len(func.body.fields) if isinstance(func.body, Tuple) else 1
     outs = [f"out_{k}" for k in range(n_out)]
     model = export_function(func.with_attrs(output_names=outs), _opsets(ops))
-    session = _session(model.SerializeToString())
+    session = _session(model.SerializeToString(), threads=build_threads())
     # The exporter writes one graph input per parameter, in order (names made unique).
     names = [i.name for i in session.get_inputs()]
     assert len(names) == len(func.params), (names, [p.name for p in func.params])

@@ -13,6 +13,7 @@ from byoc.analysis import value_name
 from byoc.backend import Backend, register_backend
 from byoc.ir import Call, Function, IRModule, Tuple
 from byoc.runtime import Executable
+from byoc.runtime.threads import build_threads
 
 
 def takes_every_op(call: Call) -> bool:
@@ -24,7 +25,7 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     if isinstance(func.body, Tuple) and "output_names" not in func.attrs:
         # The executor unpacks a Tuple body into several results only for named outputs.
         func = func.with_attrs(output_names=[value_name(f) for f in func.body.fields])
-    exe = Executable(IRModule({"main": func}))
+    exe = Executable(IRModule({"main": func}), threads=build_threads())
 
     def run(*arrays):
         return tuple(exe.run_function(func, list(arrays)))

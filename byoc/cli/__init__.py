@@ -41,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import ByocError
 
     warnings.simplefilter("ignore") if not os.environ.get("BYOC_WARNINGS") else None
+    from ..runtime import threads
+
+    before = threads.configured()
     try:
+        if getattr(args, "threads", None) is not None:  # every build of the command takes it
+            threads.set_threads(args.threads)
         return args.fn(args)
     except ByocError as exc:
         print(one_line(f"byoc: error: {exc}"), file=sys.stderr)
@@ -55,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"byoc: internal error: {type(exc).__name__}: {one_line(str(exc))} (set "
               "BYOC_TRACEBACK=1 for the traceback)", file=sys.stderr)
         return 2
+    finally:
+        threads.set_threads(before)  # main() called in-process leaves the setting as it was
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ import time
 
 from .common import (
     backend_list,
-    blas_threads,
     build_exe,
     fallback_arg,
     input_args,
@@ -19,6 +18,7 @@ from .common import (
     model_inputs,
     prepare,
     settled,
+    threads_of,
     warn_fallbacks,
 )
 
@@ -30,33 +30,33 @@ def cmd_bench(args) -> int:
     path, mod = load_model(args)
     inputs = model_inputs(args, mod)
     backends = backend_list(args.backend)
-    with blas_threads(args.threads):
-        prepared = prepare(mod, backends, args)
-        exe = build_exe(prepared, args)
-        session = onnxruntime_session(path, threads=args.threads)
-        for _ in range(args.warmup):
-            exe.run(inputs)
-            session.run(None, inputs)
-        exe = settled(exe, prepared, args)  # timed: no region that failed to build in warmup
-        ours, theirs = [], []
-        for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
-            t0 = time.perf_counter()
-            exe.run(inputs)
-            t1 = time.perf_counter()
-            session.run(None, inputs)
-            t2 = time.perf_counter()
-            ours.append(t1 - t0)
-            theirs.append(t2 - t1)
+    threads = threads_of(args)  # both sides alike: byoc's every engine and onnxruntime's session
+    prepared = prepare(mod, backends, args)
+    exe = build_exe(prepared, args)
+    session = onnxruntime_session(path, threads=threads)
+    for _ in range(args.warmup):
+        exe.run(inputs)
+        session.run(None, inputs)
+    exe = settled(exe, prepared, args)  # timed: no region that failed to build in warmup
+    ours, theirs = [], []
+    for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
+        t0 = time.perf_counter()
+        exe.run(inputs)
+        t1 = time.perf_counter()
+        session.run(None, inputs)
+        t2 = time.perf_counter()
+        ours.append(t1 - t0)
+        theirs.append(t2 - t1)
     warn_fallbacks(late_fallbacks(exe))  # with --warmup 0, the timed runs met them
-    result = {"model": path, "backends": backends or ["host"], "threads": args.threads,
+    result = {"model": path, "backends": backends or ["host"], "threads": threads,
               "repeat": args.repeat, "byoc_median_s": statistics.median(ours),
               "onnxruntime_median_s": statistics.median(theirs)}
     result["ratio"] = result["byoc_median_s"] / result["onnxruntime_median_s"]
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{os.path.basename(path)}  ({', '.join(result['backends'])}, {args.threads} thread"
-              f"{'s' if args.threads > 1 else ''}, median of {args.repeat})")
+        print(f"{os.path.basename(path)}  ({', '.join(result['backends'])}, {threads} thread"
+              f"{'s' if threads > 1 else ''} each side, median of {args.repeat})")
         print(f"  byoc         {result['byoc_median_s'] * 1000:9.2f} ms")
         print(f"  onnxruntime  {result['onnxruntime_median_s'] * 1000:9.2f} ms")
         print(f"  ratio        {result['ratio']:9.2f}x")

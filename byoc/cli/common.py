@@ -133,20 +133,11 @@ def settled(exe, prepared, args):
     return rebuilt
 
 
-class blas_threads:
-    """Limit numpy's BLAS to ``n`` threads for the duration (threadpoolctl)."""
+def threads_of(args) -> int:
+    """The thread count this command runs with (``--threads``, ``$BYOC_THREADS``, cores)."""
+    from ..runtime.threads import resolve
 
-    def __init__(self, n: int):
-        self.n = n
-
-    def __enter__(self):
-        from threadpoolctl import threadpool_limits
-
-        self.limit = threadpool_limits(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        self.limit.unregister()
+    return resolve(getattr(args, "threads", None))
 
 
 def save_model(model, path: str) -> None:
@@ -192,5 +183,11 @@ def input_args(p) -> None:
                    help="value of a symbolic dim for made-up inputs (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
-    p.add_argument("--threads", type=int, default=1)
+    threads_arg(p)
+
+
+def threads_arg(p) -> None:
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads for every engine: byoc's kernels, numpy's BLAS, onnxruntime "
+                        "(default: $BYOC_THREADS, else the physical cores)")
 

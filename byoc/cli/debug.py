@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from .common import input_args, load_model, model_arg, model_inputs, one_backend, show
+from .common import (
+    input_args,
+    load_model,
+    model_arg,
+    model_inputs,
+    one_backend,
+    show,
+    threads_arg,
+)
 
 
 def cmd_extract(args) -> int:
@@ -75,6 +83,7 @@ def register(sub) -> None:
     p = sub.add_parser("repro", help="replay an extracted case on a backend; exit 1 if it differs")
     p.add_argument("case", metavar="DIR")
     p.add_argument("--backend", required=True)
+    threads_arg(p)
     p.set_defaults(fn=cmd_repro)
 
     p = sub.add_parser("bisect", help="find the first region and node a backend gets wrong")

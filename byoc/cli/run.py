@@ -19,6 +19,7 @@ from .common import (
     prepare,
     settled,
     show,
+    threads_of,
 )
 
 
@@ -47,7 +48,7 @@ def cmd_run(args) -> int:
         raise hint_made_up(exc, args, mod) from None
     elapsed = time.perf_counter() - start
     exe = settled(exe, prepared, args)
-    result: dict = {"ok": True, "outputs": {}, "time_s": elapsed}
+    result: dict = {"ok": True, "outputs": {}, "time_s": elapsed, "threads": exe.threads}
     if exe.fallbacks:
         result["fallbacks"] = exe.fallbacks
     if backends:  # where it ran, timed on a second run with per-node times
@@ -65,7 +66,7 @@ def cmd_run(args) -> int:
         if args.compare != "onnxruntime":
             raise byoc.InputError(f"--compare knows only onnxruntime, not {args.compare!r}")
         try:
-            reference = run_onnxruntime(path, inputs, threads=args.threads)
+            reference = run_onnxruntime(path, inputs, threads=threads_of(args))
         except Exception as exc:  # onnxruntime's refusal is not a bug in byoc
             raise byoc.ByocError(f"--compare: onnxruntime cannot run the model: "
                                  f"{one_line(str(exc))}") from None
@@ -74,7 +75,7 @@ def cmd_run(args) -> int:
         if not result["ok"] and _quantized(mod):
             # onnxruntime's default optimizations fuse DQ -> op -> Q into integer kernels that
             # round differently (docs/decisions.md); byoc runs the graph as written.
-            as_written = compare_outputs(outputs, run_onnxruntime(path, inputs, args.threads,
+            as_written = compare_outputs(outputs, run_onnxruntime(path, inputs, threads_of(args),
                                                                   optimize=False))
             if all(c.ok for c in as_written):
                 worst = max(c.max_abs_err for c in comparisons)
@@ -92,7 +93,8 @@ def cmd_run(args) -> int:
         print(json.dumps(result))
     else:
         where = ", ".join(backends) if backends else "host"
-        print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms")
+        print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms "
+              f"({exe.threads} thread{'s' if exe.threads > 1 else ''})")
         if "placement" in result:
             print(format_placement(result["placement"]))
         for name, o in result["outputs"].items():

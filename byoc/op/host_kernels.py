@@ -28,6 +28,7 @@ class KernelContext:
     run_function: Callable[[Function, list], list] | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
     copy_stats: Any = None  # byoc.runtime.devices.CopyStats of the executable, for device_copy
+    threads: int | None = None  # the executable's thread count (None: leave BLAS alone)
 
 
 KernelFactory = Callable[[Call, KernelContext], Kernel]
@@ -62,6 +63,7 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
             return reference(call, ctx)
         attrs = dict(call.attrs)
         attrs["_num_outputs"] = onnx_bridge.num_outputs(call)
+        attrs["_threads"] = ctx.threads  # for numpy's BLAS (hold_blas)
         return functools.partial(fn, attrs)
 
     return factory
@@ -142,7 +144,7 @@ def onnxruntime(call: Call, ctx: KernelContext) -> Kernel:
 
     model, names = one_node_model(call, ctx.opsets)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = ctx.threads or 1
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])

@@ -23,16 +23,23 @@ from ..op.host_kernels import KernelContext
 from .devices import HOST, CopyStats
 from .plan import CALL, GETITEM, Plan, make_plan
 from .pycode import compile_plan
+from .threads import BLAS, building
+from .threads import resolve as resolve_threads
 
 
 class Executable:
     """A module built for running: kernels made, plans laid out, external functions compiled."""
 
-    def __init__(self, mod: IRModule, external: Mapping[str, Callable] | None = None):
+    def __init__(self, mod: IRModule, external: Mapping[str, Callable] | None = None,
+                 threads: int | None = None):
         self.mod = mod
+        # every engine's thread count (byoc.runtime.threads): host kernels' BLAS here, the
+        # regions' by their backends at build()
+        self.threads = resolve_threads(threads)
         opsets = dict(mod.attrs.get("opset_imports", {"": registry.CANONICAL_OPSET}))
         self.copy_stats = CopyStats({}, {})
-        self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats)
+        self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats,
+                                 threads=self.threads)
         self.external: dict[str, Callable] = dict(external or {})
         self.fallbacks: dict[str, str] = {}  # regions run on the host: build(fallback="host")
         self._plans: dict[Function, Plan] = {}
@@ -181,8 +188,15 @@ class Executable:
         counts the times it was taken), parameters included; times add up over all runs.
         """
         args = check_inputs(self.mod.main, inputs)
-        if capture is None:
-            return dict(zip(self.output_names, self._execute(self.main_plan, args)))
+        try:
+            if capture is None:
+                return dict(zip(self.output_names, self._execute(self.main_plan, args)))
+            return self._debug_run(args, capture, iteration)
+        finally:
+            if BLAS.changed:  # a host kernel held numpy's BLAS: the program's count back
+                BLAS.restore()
+
+    def _debug_run(self, args: list, capture: str | Iterable[str], iteration: int) -> DebugRun:
         wanted = None if capture == "all" else set([capture] if isinstance(capture, str) else capture)
         probe = Probe(wanted, iteration)
         for p, a in zip(self.mod.main.params, args):
@@ -331,8 +345,13 @@ def _fmt(shape) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
-def build(mod: IRModule, *, fallback: str | None = None, **options: Any) -> Executable:
+def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = None,
+          **options: Any) -> Executable:
     """Build a module for running on the host (external functions by their backends).
+
+    ``threads``: how many threads every engine may use (default: ``byoc.set_threads``, else
+    ``$BYOC_THREADS``, else the physical cores; see ``byoc/runtime/threads.py``). Backends
+    read it in their compile with ``byoc.runtime.threads.build_threads()``.
 
     ``fallback="host"``: a region its backend cannot build runs on the host instead, with a
     warning; ``exe.fallbacks`` says which and why (see ``runtime/fallback.py``).
@@ -343,6 +362,7 @@ def build(mod: IRModule, *, fallback: str | None = None, **options: Any) -> Exec
     from .fallback import HostOnFailure, cannot_build, check_fallback
 
     check_fallback(fallback)
+    threads = resolve_threads(threads)
     external: dict[str, Callable] = {}
     fallbacks: dict[str, str] = {}
     off_host = False
@@ -351,7 +371,8 @@ def build(mod: IRModule, *, fallback: str | None = None, **options: Any) -> Exec
         if name != "main" and compiler:
             backend = get_backend(compiler)
             try:
-                external[name] = backend.compile(func)
+                with building(threads):
+                    external[name] = backend.compile(func)
             except ByocError as exc:
                 if fallback != "host":
                     raise
@@ -365,6 +386,6 @@ def build(mod: IRModule, *, fallback: str | None = None, **options: Any) -> Exec
         from .device_plan import plan_devices
 
         mod = plan_devices(mod)
-    exe = Executable(mod, external)
+    exe = Executable(mod, external, threads)
     exe.fallbacks = fallbacks
     return exe

@@ -39,6 +39,16 @@ def kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
     return deco
 
 
+def hold_blas(attrs: dict, multiply_adds: int) -> None:
+    """Before a BLAS product: numpy's BLAS held to the executable's thread count (one thread
+    for a small product; ``byoc.runtime.threads``). Nothing outside an executable."""
+    threads = attrs.get("_threads")
+    if threads:
+        from ...runtime.threads import blas_threads
+
+        blas_threads(threads, multiply_adds)
+
+
 def arg(inputs: Sequence[Any], i: int) -> Any:
     """Input ``i`` or None when it is missing or omitted (trailing optionals may be absent)."""
     return inputs[i] if i < len(inputs) else None

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._registry import arg, kernel, via_float32
+from ._registry import arg, hold_blas, kernel, via_float32
 from ._window import Window, pad_spatial, window
 
 
@@ -27,12 +27,14 @@ def _im2col(xp: np.ndarray, w: Window) -> np.ndarray:
 _IM2COL_BYTES = 32 << 20  # above this, im2col is built one band of output rows at a time
 
 
-def _im2col_matmul(xp: np.ndarray, wt: np.ndarray, w: Window, group: int) -> np.ndarray:
+def _im2col_matmul(attrs: dict, xp: np.ndarray, wt: np.ndarray, w: Window, group: int
+                   ) -> np.ndarray:
     """Grouped conv as (G, Mg, Cg*K) @ (N, G, Cg*K, O): reshaping the strided view is the
     im2col copy, and one batched matmul covers every (sample, group) pair."""
     n, c = xp.shape[:2]
     m, cg = wt.shape[:2]
     taps_k = math.prod(w.kernel)
+    hold_blas(attrs, m // group * cg * taps_k * math.prod(w.out))
     wg = wt.reshape(group, m // group, cg * taps_k)
     view = _im2col(xp, w)
     rows, rest = w.out[0], math.prod(w.out[1:])
@@ -57,7 +59,7 @@ def conv(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -
     w = window(attrs, x.shape[2:], wt.shape[2:])
     xp = pad_spatial(x, w.pads_begin, w.pads_end, 0)
     # Depthwise too: per-group (1, K) @ (K, O) products still beat a loop over kernel taps.
-    y = _im2col_matmul(xp, wt, w, attrs.get("group", 1))
+    y = _im2col_matmul(attrs, xp, wt, w, attrs.get("group", 1))
     if b is not None:
         y += b.reshape(-1, *(1,) * len(w.out))
     return (y,)
@@ -107,6 +109,7 @@ def conv_transpose(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray
 
     # cols[n, g, (mg, tap), i] = sum_c W[g, c, (mg, tap)] * X[n, g, c, i]
     wg = wt.reshape(group, cg, mg * n_taps).transpose(0, 2, 1)
+    hold_blas(attrs, mg * n_taps * cg * n_in)
     cols = np.matmul(wg, x.reshape(n, group, cg, n_in)).reshape(n, group, mg, n_taps, *in_shape)
 
     # col2im: each tap adds a strided block; input i lands at output i * s + tap * d - begin.

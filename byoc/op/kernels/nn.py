@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._registry import arg, kernel, norm_axis, np_dtype, via_float32
+from ._registry import arg, hold_blas, kernel, norm_axis, np_dtype, via_float32
 
 
 def _scaled(v: np.ndarray, s: float) -> np.ndarray:
@@ -27,7 +27,14 @@ def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
 @via_float32
 def matmul(attrs: dict, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
     """numpy.matmul semantics (batched, 1-D promotion)."""
+    hold_blas(attrs, _product(a, b))
     return (np.matmul(a, b),)
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> int:
+    """Multiply-adds of one matrix product of a (batched) matmul: numpy calls BLAS per matrix."""
+    m = a.shape[-2] if a.ndim > 1 else 1
+    return m * a.shape[-1] * (b.shape[-1] if b.ndim > 1 else 1)
 
 
 @kernel("Gemm")
@@ -39,6 +46,7 @@ def gemm(attrs: dict, a: np.ndarray, b: np.ndarray, *rest: np.ndarray | None) ->
         a = a.T
     if attrs.get("transB", 0):
         b = b.T
+    hold_blas(attrs, _product(a, b))
     y = _scaled(np.matmul(a, b), attrs.get("alpha", 1.0))
     beta = attrs.get("beta", 1.0)
     if c is not None and c.size and beta != 0:

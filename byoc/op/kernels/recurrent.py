@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._registry import arg, kernel
+from ._registry import arg, hold_blas, kernel
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -43,6 +43,17 @@ def _activations(attrs: dict, defaults: list[str], directions: int) -> list[list
             raise NotImplementedError(f"RNN activation {name}")
         fns.append(fn)
     return [fns[d * per:(d + 1) * per] for d in range(directions)]
+
+
+def _projection(attrs: dict, x: np.ndarray, w: np.ndarray, bias: np.ndarray, hidden: int
+                ) -> np.ndarray:
+    """x @ w.T + bias for every step at once; numpy's BLAS is then held for the steps'
+    products ([batch, hidden] @ [hidden, gates * hidden]), usually small enough for one thread."""
+    seq, batch = x.shape[0], x.shape[1]
+    hold_blas(attrs, seq * batch * w.shape[0] * w.shape[1])
+    xw = x @ w.T + bias
+    hold_blas(attrs, batch * hidden * w.shape[0])
+    return xw
 
 
 def _setup(attrs: dict, x: np.ndarray, n_gates: int, inputs) -> tuple:
@@ -134,7 +145,7 @@ def lstm(attrs: dict, x: np.ndarray, *inputs):
     ys, hs, cs = [], [], []
     for d in range(dirs):
         f, g, h_act = acts[d]
-        xw = x @ w[d].T + (b[d, :4 * hidden] + b[d, 4 * hidden:])  # [seq, batch, 4h]
+        xw = _projection(attrs, x, w[d], b[d, :4 * hidden] + b[d, 4 * hidden:], hidden)  # [seq, batch, 4h]
         rt = np.ascontiguousarray(r[d].T)
         h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
         c = c0[d] if c0 is not None else np.zeros((batch, hidden), x.dtype)
@@ -182,7 +193,7 @@ def gru(attrs: dict, x: np.ndarray, *inputs):
     for d in range(dirs):
         f, g = acts[d]
         wb, rb = b[d, :3 * hidden], b[d, 3 * hidden:]
-        xw = x @ w[d].T + wb  # [seq, batch, 3h]
+        xw = _projection(attrs, x, w[d], wb, hidden)  # [seq, batch, 3h]
         r_zr = np.ascontiguousarray(r[d, :2 * hidden].T)
         r_h = np.ascontiguousarray(r[d, 2 * hidden:].T)
         rb_zr, rb_h = rb[:2 * hidden], rb[2 * hidden:]
@@ -209,7 +220,7 @@ def rnn(attrs: dict, x: np.ndarray, *inputs):
     ys, hs = [], []
     for d in range(dirs):
         (f,) = acts[d]
-        xw = x @ w[d].T + (b[d, :hidden] + b[d, hidden:])
+        xw = _projection(attrs, x, w[d], b[d, :hidden] + b[d, hidden:], hidden)
         rt = np.ascontiguousarray(r[d].T)
         h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
         y = np.zeros((seq, batch, hidden), x.dtype)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._registry import (
     arg,
+    hold_blas,
     kernel,
     norm_axes,
     norm_axis,
@@ -353,9 +354,23 @@ def trilu(attrs: dict, x: np.ndarray, *rest: np.ndarray | None) -> tuple[np.ndar
     return ((np.triu if attrs.get("upper", 1) else np.tril)(x, k),)
 
 
+def _einsum_work(eq: str, inputs: tuple[np.ndarray, ...]) -> int:
+    """The multiply-adds of the naive loop over every index (an upper bound on the
+    contraction's): enough to tell a small einsum from a large one."""
+    sizes: dict[str, int] = {}
+    for term, x in zip(eq.split("->")[0].split(","), inputs):
+        if "..." in term:  # what the ellipsis covers, once
+            sizes["..."] = max(sizes.get("...", 1), x.size)
+            continue
+        for letter, dim in zip(term, x.shape):
+            sizes[letter] = max(sizes.get(letter, 1), dim)
+    return int(np.prod(list(sizes.values()), dtype=np.float64))
+
+
 @kernel("Einsum")
 @via_float32
 def einsum(attrs: dict, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
     """np.einsum with contraction-order optimization."""
     eq = attrs["equation"].replace(" ", "")
+    hold_blas(attrs, _einsum_work(eq, inputs))
     return (np.asarray(np.einsum(eq, *inputs, optimize=True)).astype(inputs[0].dtype, copy=False),)

@@ -1,0 +1,157 @@
+"""One thread setting for every engine byoc drives.
+
+    exe = byoc.build(mod, threads=4)      # or BYOC_THREADS=4, or byoc.set_threads(4)
+    exe.threads                           # 4
+
+The count a build uses is, first found: ``build(threads=N)``; ``set_threads(N)`` (the CLI's
+``--threads``); ``$BYOC_THREADS``; the machine's physical cores (onnxruntime's default too).
+It is the intra-op thread count of native and ccompiler kernels (byoc's own pool, see
+``backends/ccompiler/pool.py``), of onnxruntime regions and one-node kernels, and the ceiling of
+numpy's BLAS in host kernels (``blas_threads``), which runs small products on one thread. The
+executor runs one node at a time, so at most that many threads compute at once.
+
+A backend reads the count of the build that compiles it with ``build_threads()``, in its
+``compile(function)``: that is how every built-in backend honours the setting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+
+from ..errors import InputError
+
+ENV = "BYOC_THREADS"
+# A matrix product below this many multiply-adds runs on one BLAS thread: waking threads costs
+# more than they save (a 64 x 64 x 64 product takes ~5 us on one core).
+SMALL_PRODUCT = 1 << 18
+
+_default: int | None = None
+_building: contextvars.ContextVar[int | None] = contextvars.ContextVar("byoc_build_threads",
+                                                                        default=None)
+
+
+def physical_cores() -> int:
+    """Physical cores this process may run on (hyper-threads counted once), as onnxruntime
+    counts them; the logical CPU count where the topology cannot be read."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+    cores = set()
+    for cpu in cpus:
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            with open(base + "physical_package_id") as f:
+                package = f.read().strip()
+            with open(base + "core_id") as f:
+                cores.add((package, f.read().strip()))
+        except OSError:
+            return max(1, len(cpus))
+    return max(1, len(cores))
+
+
+def check(threads: object, what: str = "threads") -> int:
+    """``threads`` as a positive int, or an InputError saying what is wrong."""
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        try:
+            value = int(str(threads).strip())
+        except ValueError:
+            raise InputError(f"{what} must be a positive whole number, not {threads!r}") from None
+    else:
+        value = threads
+    if value < 1:
+        raise InputError(f"{what} must be at least 1, not {value}")
+    return value
+
+
+def default_threads() -> int:
+    """``set_threads``'s count, else ``$BYOC_THREADS``, else the physical cores."""
+    if _default is not None:
+        return _default
+    env = os.environ.get(ENV, "").strip()
+    if env:
+        return check(env, f"${ENV}")
+    return physical_cores()
+
+
+def set_threads(threads: int | None) -> None:
+    """The count builds use when not given one (None: back to ``$BYOC_THREADS`` / cores)."""
+    global _default
+    _default = None if threads is None else check(threads)
+
+
+def configured() -> int | None:
+    """What ``set_threads`` set (None if nothing)."""
+    return _default
+
+
+def resolve(threads: int | None) -> int:
+    """The count a build uses: ``threads`` if given, else ``default_threads()``."""
+    return default_threads() if threads is None else check(threads)
+
+
+@contextlib.contextmanager
+def building(threads: int) -> Iterator[int]:
+    """While a build compiles its regions: what ``build_threads()`` answers."""
+    token = _building.set(threads)
+    try:
+        yield threads
+    finally:
+        _building.reset(token)
+
+
+def build_threads() -> int:
+    """The thread count of the build in progress (for a backend's ``compile``), else the
+    default."""
+    threads = _building.get()
+    return default_threads() if threads is None else threads
+
+
+class _Blas:
+    """numpy's BLAS thread count, set through threadpoolctl, changed only when it differs.
+
+    The count the process had is put back after each run that changed it (``restore``), so a
+    program that runs byoc and then numpy keeps its own BLAS setting."""
+
+    def __init__(self) -> None:
+        self._libs: list | None = None
+        self._original: list[int] = []
+        self._current: int | None = None
+
+    def _controllers(self) -> list:
+        if self._libs is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+            except Exception:  # no BLAS threadpoolctl knows: nothing to hold
+                self._libs = []
+            self._original = [lib.num_threads for lib in self._libs]
+        return self._libs
+
+    def use(self, threads: int) -> None:
+        if threads != self._current:
+            for lib in self._controllers():
+                lib.set_num_threads(threads)
+            self._current = threads
+
+    @property
+    def changed(self) -> bool:
+        return self._current is not None
+
+    def restore(self) -> None:
+        if self._current is not None:
+            for lib, n in zip(self._controllers(), self._original):
+                lib.set_num_threads(n)
+            self._current = None
+
+
+BLAS = _Blas()
+
+
+def blas_threads(threads: int, multiply_adds: int) -> None:
+    """Hold numpy's BLAS to ``threads`` for a product of ``multiply_adds``, one if it is small."""
+    BLAS.use(1 if multiply_adds < SMALL_PRODUCT else threads)

@@ -1,0 +1,140 @@
+"""One thread setting: where the count comes from, and every engine that takes it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import byoc
+from byoc.runtime import threads
+from tests.conftest import make_model
+from tests.test_cli import byoc_cli
+
+FLOAT = TensorProto.FLOAT
+
+
+@pytest.fixture(autouse=True)
+def _no_setting(monkeypatch):
+    monkeypatch.delenv(threads.ENV, raising=False)
+    before = threads.configured()
+    threads.set_threads(None)
+    yield
+    threads.set_threads(before)
+
+
+def _matmul_model(m: int, k: int, n: int):
+    w = helper.make_tensor("w", FLOAT, [k, n], np.ones(k * n, np.float32))
+    return make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                      [("x", FLOAT, [m, k])], [("y", FLOAT, [m, n])], [w])
+
+
+def test_the_count_comes_from_the_call_then_set_threads_then_the_environment_then_cores(
+        monkeypatch):
+    cores = threads.physical_cores()
+    assert 1 <= cores <= (__import__("os").cpu_count() or 1)
+    assert threads.resolve(None) == cores
+    monkeypatch.setenv(threads.ENV, "3")
+    assert threads.resolve(None) == 3
+    threads.set_threads(5)
+    assert threads.resolve(None) == 5
+    assert threads.resolve(2) == 2
+    threads.set_threads(None)
+    assert threads.resolve(None) == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, "two", 1.5])
+def test_a_bad_count_is_refused_with_what_is_wrong(bad):
+    with pytest.raises(byoc.InputError, match="threads"):
+        threads.resolve(bad)
+
+
+def test_a_bad_environment_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv(threads.ENV, "many")
+    with pytest.raises(byoc.InputError, match="BYOC_THREADS"):
+        byoc.build(byoc.load_onnx(_matmul_model(2, 2, 2)))
+
+
+def test_backends_read_the_build_s_count():
+    seen = []
+
+    def compile_region(func):
+        seen.append(threads.build_threads())
+        return lambda *a: (a[0],)
+
+    byoc.register_backend("count_threads", supports={"Relu"}, compile=compile_region)
+    try:
+        model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                           [("x", FLOAT, [4])], [("y", FLOAT, [4])])
+        part = byoc.partition(byoc.load_onnx(model), backends=["count_threads"])
+        assert byoc.build(part, threads=3).threads == 3
+        threads.set_threads(2)
+        byoc.build(part)
+    finally:
+        from byoc.backend import unregister_backend
+
+        unregister_backend("count_threads")
+    assert seen == [3, 2]
+
+
+def test_onnxruntime_regions_and_one_node_kernels_get_the_count(monkeypatch):
+    import onnxruntime as ort
+
+    made = []
+    real = ort.InferenceSession
+
+    def spy(model, options=None, **kw):
+        made.append(options.intra_op_num_threads)
+        return real(model, options, **kw)
+
+    monkeypatch.setattr(ort, "InferenceSession", spy)
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                       [("x", FLOAT, [4])], [("y", FLOAT, [4])])
+    part = byoc.partition(byoc.load_onnx(model), backends=["onnxruntime"])
+    made.clear()  # the support checks' sessions
+    byoc.build(part, threads=3)
+    assert made == [3]
+    # a contrib op runs on the host through a one-node onnxruntime session
+    gelu = make_model([helper.make_node("FastGelu", ["x"], ["y"], name="g", domain="com.microsoft")],
+                      [("x", FLOAT, [4])], [("y", FLOAT, [4])],
+                      extra_opsets={"com.microsoft": 1})
+    made.clear()
+    byoc.build(byoc.load_onnx(gelu), threads=2).run({"x": np.ones(4, np.float32)})
+    assert made == [2]
+
+
+def test_host_blas_takes_the_count_for_big_products_one_thread_for_small(monkeypatch):
+    asked = []
+    monkeypatch.setattr(threads.BLAS, "use", lambda n: asked.append(n))
+    rng = np.random.default_rng(0)
+    for (m, k, n), want in [((4, 8, 8), 1), ((128, 128, 128), 3)]:
+        asked.clear()
+        exe = byoc.build(byoc.load_onnx(_matmul_model(m, k, n)), threads=3)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        np.testing.assert_allclose(exe.run({"x": x})["y"], x @ np.ones((k, n), np.float32),
+                                   rtol=1e-5)
+        assert asked == [want]
+
+
+def test_a_run_gives_numpy_s_blas_its_count_back():
+    from threadpoolctl import threadpool_info
+
+    def counts():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = counts()
+    exe = byoc.build(byoc.load_onnx(_matmul_model(4, 8, 8)), threads=1)
+    exe.run({"x": np.ones((4, 8), np.float32)})
+    assert counts() == before
+
+
+def test_cli_threads_reach_both_sides_of_bench_and_are_printed():
+    r = byoc_cli("bench", "--threads", "1", "--repeat", "2", "--warmup", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["threads"] == 1
+    r = byoc_cli("bench", "--threads", "2", "--repeat", "2", "--warmup", "0")
+    assert "2 threads each side" in r.stdout, r.stdout
+    r = byoc_cli("run", "--threads", "0")
+    assert r.returncode == 2 and "at least 1" in r.stderr
