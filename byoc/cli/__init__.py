@@ -47,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "threads", None) is not None:  # every build of the command takes it
             threads.set_threads(args.threads)
-        return args.fn(args)
+        code = args.fn(args)
+        sys.stdout.flush()  # a reader that went away (`byoc ... | head`) shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return closed_pipe()
     except ByocError as exc:
         print(one_line(f"byoc: error: {exc}"), file=sys.stderr)
         return 2
@@ -62,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         threads.set_threads(before)  # main() called in-process leaves the setting as it was
+
+
+def closed_pipe() -> int:
+    """The reader of stdout is gone: end quietly, as a tool killed by SIGPIPE would (status
+    128 + 13), with stdout pointed at /dev/null so the flush at exit has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":
