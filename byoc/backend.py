@@ -188,6 +188,9 @@ def register_backend(name: str, *, supports: Supports, compile: Callable[[Functi
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise BackendError(f"a backend name must be an identifier, not {name!r}")
+    if name == "default":  # TVM's name for the host: regions annotated for it are not lifted
+        raise BackendError("a backend cannot be called 'default': annotations for 'default' "
+                           "mean the host")
     if not callable(compile):
         raise BackendError(f"backend {name!r}: compile must be callable")
     if reject_region is not None and not callable(reject_region):

@@ -114,7 +114,8 @@ class _Lifting:
             self.reasons.update(reasons)
             if self.merge:
                 regions = merge_regions(regions, [b.name for b in self.chosen])
-        lifted, host = lift_function(regions, self.taken, self.funcs, self.binds, scope)
+        lifted, host = lift_function(regions, self.taken, self.funcs, self.binds, scope,
+                                     self.reasons)
         self.host.extend(host)
         return lifted
 

@@ -17,6 +17,8 @@ Rules (TVM's AnnotatedRegionSet, with errors that say what to fix):
    a region is an error, and so is a compiler_end of a value outside every region.
 4. Parts of one region that no data edge joins (two branches merged side by side) carry the same
    ``region=<int>`` attr on their annotations; written only where needed.
+5. A region marked for ``"default"`` (TVM's name for the host) is read like any other, and
+   partition_graph leaves its nodes on the host (``host_marked``), as TVM's PartitionGraph does.
 """
 
 from __future__ import annotations
@@ -179,6 +181,28 @@ def find_regions(func: Function) -> Regions:
     region, roots = numbered([None if t is None else sets.find(t) for t in tokens])
     return Regions(Function(func.params, plain[body], func.attrs), order, region,
                    [target_of[r] for r in roots])
+
+
+#: TVM's target name for the host: regions annotated for it are not lifted.
+HOST_TARGET = "default"
+MARKED_HOST = "annotated for the host (compiler 'default')"
+
+
+def host_marked(regions: Regions) -> tuple[Regions, list[int]]:
+    """``regions`` without those marked for the host (their nodes back on the host, the other
+    regions renumbered in order), and the positions of the nodes they held."""
+    if HOST_TARGET not in regions.targets:
+        return regions, []
+    keep = [t != HOST_TARGET for t in regions.targets]
+    renumber = [-1] * len(keep)
+    targets: list[str] = []
+    for r, kept in enumerate(keep):
+        if kept:
+            renumber[r] = len(targets)
+            targets.append(regions.targets[r])
+    region = [renumber[r] if r >= 0 else -1 for r in regions.region]
+    marked = [i for i, r in enumerate(regions.region) if r >= 0 and not keep[r]]
+    return regions.with_regions(region, targets), marked
 
 
 def _raise_mixed(e: Expr, token: dict[Expr, int], target_of: list[str], sets: _UnionFind) -> None:

@@ -15,12 +15,15 @@ Rules:
 2. Results are the values leaving the region (read by the host, by another region, or returned
    by main), each once, producers first. Several come back as a Tuple that main unpacks with
    TupleGetItem; ``output_names`` lists their ONNX names.
-3. A region is named ``<backend>_<its first node's span in [A-Za-z0-9_]>_<8 hex digits of a hash
-   of its nodes>``: stable, blind to the rest of the graph, and made unique in the module. A
-   region inside an If, Loop or Scan body has the body's path after the backend
-   (``<backend>_<If span>_then_<first node>_<hash>``).
+3. A region is named ``<backend>_<its first node's span>_<8 hex digits of a hash of its
+   nodes>``, backend and span in [A-Za-z0-9_] (a C identifier whatever the backend's name, a
+   name starting with a digit prefixed ``region_``): stable, blind to the rest of the graph,
+   and made unique in the module. A region inside an If, Loop or Scan body has the body's path
+   after the backend (``<backend>_<If span>_then_<first node>_<hash>``).
 4. main calls each region after every value it reads; every host call of main gets a reason
    for ``byoc.explain`` (the one recorded, else "not in any annotated region").
+5. A region annotated for ``"default"`` (TVM's name for the host) is not lifted: its nodes stay
+   on the host, as in TVM's PartitionGraph.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import hashlib
 import re
 from collections.abc import Callable
 
-from ..analysis import (HOST_REASONS, Regions, Scope, Units, completed, contract, find_regions,
-                        node_key, scope_label, unique, unit_order, value_name)
+from ..analysis import (HOST_REASONS, MARKED_HOST, Regions, Scope, Units, completed, contract,
+                        find_regions, host_marked, node_key, scope_label, unique, unit_order,
+                        value_name)
 from ..backend import find_backend
 from ..ir import (NO_ATTRS, Call, Constant, Expr, Function, GlobalVar, IRModule, Span, Tuple,
                   TupleGetItem, Var, with_children)
@@ -47,20 +51,27 @@ def lift_regions(mod: IRModule, regions: Regions, bind_constants: bool | None = 
     """The module with ``regions`` of main lifted (see the module docstring)."""
     taken = set(mod.functions)
     funcs: dict[str, Function] = {}
-    main, host = lift_function(regions, taken, funcs, bind_policy(bind_constants))
-    reasons = completed(host, mod.attrs.get(HOST_REASONS, {}))
+    reasons = dict(mod.attrs.get(HOST_REASONS, {}))
+    main, host = lift_function(regions, taken, funcs, bind_policy(bind_constants), (), reasons)
+    reasons = completed(host, reasons)
     return IRModule({**mod.functions, "main": main, **funcs}, {**mod.attrs, HOST_REASONS: reasons})
 
 
 def lift_function(regions: Regions, taken: set[str], funcs: dict[str, Function],
-                  binds: Callable[[str], bool], scope: Scope = ()) -> tuple[Function, list[Expr]]:
+                  binds: Callable[[str], bool], scope: Scope = (),
+                  reasons: dict[str, str] | None = None) -> tuple[Function, list[Expr]]:
     """``regions.func`` calling its regions, each lifted into ``funcs`` under a name not in
     ``taken`` (both updated), and the nodes left on the host. ``scope`` is the path of the body
     the function is (``()`` for main); region names carry it. Works the same for main and for
     any If, Loop or Scan body, so ``byoc.partition`` lifts every body with one shared ``taken``.
+    The nodes of regions annotated for the host get their reason in ``reasons``.
 
         fn(%x) {(Relu(%x),)}   ->   fn(%x) {(@reference_if_then_relu_1a2b3c4d(%x),)}
     """
+    regions, marked = host_marked(regions)
+    if reasons is not None:
+        reasons.update((node_key(regions.order[i]), MARKED_HOST) for i in marked
+                       if isinstance(regions.order[i], Call))
     units = contract(regions)
     schedule = unit_order(units, regions)
     order, kids = regions.order, regions.index_graph().kids
@@ -115,7 +126,10 @@ def region_name(target: str, nodes: list[Expr], scope: Scope = ()) -> str:
     digest = hashlib.sha1("\0".join(parts + indices).encode()).hexdigest()[:8]
     first = _UNSAFE.sub("_", first if first is not None else "region")[:48]
     where = _UNSAFE.sub("_", scope_label(scope)) + "_" if scope else ""
-    return f"{target}_{where}{first}_{digest}"
+    backend = _UNSAFE.sub("_", target)[:48]
+    if not backend[:1].isalpha() and backend[:1] != "_":  # "" or a digit: not a C identifier
+        backend = "region_" + backend
+    return f"{backend}_{where}{first}_{digest}"
 
 
 def _boundary(regions: Regions, units: Units, members: list[list[int]]

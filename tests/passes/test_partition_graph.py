@@ -136,3 +136,69 @@ def test_backends_never_claim_each_other_s_nodes(backends):
     got = _partitioned(mod, ta, tb)
     claimed = sorted((got[n].attrs["Compiler"], got[n].body.op) for n in _external(got))
     assert claimed == [("ta", "Neg"), ("ta", "Relu"), ("tb", "Abs"), ("tb", "Exp")]
+
+
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def test_region_names_are_c_identifiers_whatever_the_backend_s_name(backends):
+    """TVM's test_partition_graph port: a backend named 'unsanitary-name++' through the pass-level
+    API (annotate_target -> merge -> partition_graph), and byoc.partition with registered names
+    that are Python identifiers but not C ones, or that start with a digit once sanitized."""
+    from byoc.backend import Backend, get_backend
+
+    reference = get_backend("reference")
+    x = op.var("x", (4,))
+    mod = module(op.Exp(op.Abs(op.Relu(x, span="relu-1"), span="abs")), [x])
+    for name in ("unsanitary-name++", "3dsp", "", "dsp.v2/fast"):
+        weird = Backend(name, reference.support, reference.compile)
+        got = _partitioned(mod, weird)
+        (region,) = _external(got)
+        assert C_IDENTIFIER.match(region), region
+        assert got[region].attrs["global_symbol"] == region
+        assert got[region].attrs["Compiler"] == name  # the backend keeps its own name
+    import byoc
+    from tests.test_partition_control_flow import if_model
+
+    model = byoc.load_onnx(if_model())
+    inputs = {"x": np.array([-1.0, 2.0, -3.0], np.float32)}
+    want = byoc.build(model).run(inputs)["y"]
+    for name in ("dsp_\u00e9", "\u00b5dsp"):  # Python identifiers, not C ones
+        backends(name, {"ReduceSum", "Greater", "Relu", "Mul", "Abs", "Neg", "Add"})
+        part = byoc.partition(model, backends=[name])
+        names = _external(part)
+        assert len(names) == 3 and all(C_IDENTIFIER.match(n) for n in names), names
+        np.testing.assert_array_equal(byoc.build(part).run(inputs)["y"], want)
+
+
+def test_regions_annotated_for_default_stay_on_the_host(backends):
+    """TVM's PartitionGraph leaves regions annotated for "default" in main; so does byoc, at the
+    pass level and through byoc.partition(annotated=True), and explain says why."""
+    import byoc
+    from byoc.analysis import MARKED_HOST
+    from byoc.passes import compiler_begin as cb
+    from byoc.passes import compiler_end as ce
+
+    backends("ta", {"Abs"})
+    x = op.var("x", (4,))
+    relu = op.Relu(cb(x, "default"), span="relu")
+    absolute = op.Abs(cb(ce(relu, "default"), "ta"), span="abs")
+    mod = module(op.Neg(ce(absolute, "ta"), span="neg"), [x])
+    inputs = {"x": np.array([-1.0, 2.0, -3.0, 4.0], np.float32)}
+    want = np.negative(np.abs(np.maximum(inputs["x"], 0)))
+    for got in (partition_graph(mod), partition_graph(merge_compiler_regions(mod)),
+                byoc.partition(mod, annotated=True)):
+        (region,) = _external(got)
+        assert got[region].attrs["Compiler"] == "ta" and got[region].body.op == "Abs"
+        assert got.attrs[HOST_REASONS]["relu"] == MARKED_HOST
+        assert "default" not in {f.attrs.get("Compiler") for f in got.functions.values()}
+        np.testing.assert_array_equal(byoc.build(got).run(inputs)["out0"], want)
+
+
+def test_no_backend_may_be_called_default():
+    import pytest
+
+    from byoc.backend import BackendError, register_backend
+
+    with pytest.raises(BackendError, match="'default' mean the host"):
+        register_backend("default", supports={"Relu"}, compile=lambda f: None)
