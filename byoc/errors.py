@@ -34,3 +34,12 @@ class KernelError(ByocError):
     def __init__(self, message: str, node: str | None = None, op: str | None = None):
         self.node, self.op = node, op
         super().__init__(where(node, op) + message)
+
+
+class OutputError(ByocError):
+    """An output path byoc may not write: a user's file or folder in the way, a missing folder."""
+
+
+class ByocWarning(UserWarning):
+    """Something byoc repaired or worked around (a damaged cache entry rebuilt); the CLI shows
+    it as one ``byoc: warning:`` line."""

@@ -20,8 +20,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +31,8 @@ from .analysis import Scope, unique, value_name, walk_functions
 from .backend import get_backend
 from .compare import OutputComparison, compare_output
 from .errors import ByocError, InputError
+from .files.outputs import OutputFolder, check_output_folder
+from .files.reading import read_regular
 from .ir import Call, Constant, Function, GlobalVar, IRModule, Tuple, post_order
 from .partition import annotate_range, partition
 from .report import show
@@ -143,9 +143,12 @@ class Case:
 def extract(mod: IRModule, backend: str, out_dir: str, inputs: Mapping[str, np.ndarray], *,
             region: int | None = None, nodes: tuple[str, str] | None = None,
             name_regex: str | None = None, opsets: Mapping[str, int] | None = None,
-            iteration: int = 0) -> Case:
+            iteration: int = 0, force: bool = False, protect=()) -> Case:
     """Write one region as a standalone ONNX test case with its real boundary tensors (for a
-    region in a body, those of the body's ``iteration``-th run)."""
+    region in a body, those of the body's ``iteration``-th run). ``out_dir`` follows byoc's
+    output rules (``byoc/files/outputs.py``): an existing folder that is not empty only with
+    ``force``, and never over a file in ``protect`` (the model being read)."""
+    check_output_folder(out_dir, force)
     if iteration < 0:
         raise InputError(f"--iteration {iteration}: iterations count from 0")
     chosen = select(mod, backend, region=region, nodes=nodes, name_regex=name_regex)
@@ -162,46 +165,33 @@ def extract(mod: IRModule, backend: str, out_dir: str, inputs: Mapping[str, np.n
                          "fewer iterations): try other inputs or a smaller --iteration") from None
     return write_case(chosen, backend, out_dir, _region_inputs(chosen, values),
                       [values[n] for n in chosen.output_names],
-                      opsets or mod.attrs.get("opset_imports"))
+                      opsets or mod.attrs.get("opset_imports"), force=force, protect=protect)
 
 
 def write_case(region: Region, backend: str, out_dir: str, inputs: list[np.ndarray],
-               outputs: list[np.ndarray], opsets: Mapping[str, int] | None) -> Case:
-    """The case directory, written beside and renamed into place: never half written."""
+               outputs: list[np.ndarray], opsets: Mapping[str, int] | None, *,
+               force: bool = False, protect=()) -> Case:
+    """The case directory, staged and moved into place (``OutputFolder``): never half written,
+    never over a user's file."""
     from .frontends.onnx.exporter import export_function
 
     model = export_function(region.func, dict(opsets or {}) or None,
                             input_names=region.input_names, output_names=region.output_names)
     onnx.checker.check_model(model, full_check=True)
-    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".byoc-case-", dir=parent)
-    try:
-        files = ["model.onnx"]
-        onnx.save(model, os.path.join(tmp, "model.onnx"))
-        data = os.path.join(tmp, "test_data_set_0")
-        os.mkdir(data)
+    with OutputFolder(out_dir, force=force, protect=protect) as out:
+        onnx.save(model, out.path("model.onnx"))
         for kind, names, arrays in (("input", region.input_names, inputs),
                                     ("output", region.output_names, outputs)):
             for k, (name, arr) in enumerate(zip(names, arrays)):
-                path = f"test_data_set_0/{kind}_{k}.pb"
-                with open(os.path.join(tmp, path), "wb") as f:
+                with open(out.path(f"test_data_set_0/{kind}_{k}.pb"), "wb") as f:
                     f.write(numpy_helper.from_array(np.asarray(arr), name).SerializeToString())
-                files.append(path)
         source = _source(backend, region.func)
         if source is not None:
-            with open(os.path.join(tmp, "region.c"), "w") as f:
+            with open(out.path("region.c"), "w") as f:
                 f.write(source)
-            files.append("region.c")
-        with open(os.path.join(tmp, "README.md"), "w") as f:
+        with open(out.path("README.md"), "w") as f:
             f.write(_readme(region, backend, inputs, outputs))
-        files.append("README.md")
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    files = out.files
     return Case(out_dir, region, backend, files)
 
 
@@ -246,21 +236,30 @@ ONNX nodes in the region: {", ".join(f"`{show(n)}`" for n in region.nodes[:50])}
 """
 
 
+def _parsed(parse, path: str):
+    """A protobuf file of a case, read only if it is a regular file (never a FIFO or device)."""
+    data = read_regular(path, "case file", error=InputError)
+    try:
+        return parse(data)
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise InputError(f"case file {path!r} cannot be parsed: {exc}") from None
+
+
 def load_case(case_dir: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A case directory's model, inputs and expected outputs (by name)."""
     path = os.path.join(case_dir, "model.onnx")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise InputError(f"{case_dir}: no model.onnx (is this a byoc extract directory?)")
-    model = onnx.load(path)
+    model = _parsed(onnx.load_model_from_string, path)
     data = os.path.join(case_dir, "test_data_set_0")
 
     def read(kind: str, count: int) -> dict[str, np.ndarray]:
         out = {}
         for k in range(count):
             file = os.path.join(data, f"{kind}_{k}.pb")
-            if not os.path.isfile(file):
+            if not os.path.lexists(file):
                 raise InputError(f"{case_dir}: missing test_data_set_0/{kind}_{k}.pb")
-            tensor = onnx.load_tensor(file)
+            tensor = _parsed(onnx.load_tensor_from_string, file)
             out[tensor.name] = numpy_helper.to_array(tensor)
         return out
 
@@ -309,14 +308,18 @@ def _bad(region: Region, backend: str, values: Mapping[str, np.ndarray]) -> list
 
 
 def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
-           out_dir: str | None = None, progress=None) -> BisectResult:
+           out_dir: str | None = None, progress=None, force: bool = False,
+           protect=()) -> BisectResult:
     """Find the first region whose outputs are off, then the first node inside it.
 
     Every region runs on ``backend`` with the real intermediate tensors of a host run; inside
     the first bad one, a binary search over prefixes of its nodes (each prefix annotated with
     annotate_range: a prefix of a topological order is always convex) finds the first node
-    whose output is off, and a repro case of that node alone is extracted to ``out_dir``.
+    whose output is off, and a repro case of that node alone is extracted to ``out_dir``
+    (checked first, as ``extract`` checks it: ``force``, ``protect``).
     """
+    if out_dir is not None:
+        check_output_folder(out_dir, force)
     # main's regions only: the node search below annotates ranges of main.
     found = regions(partition(mod, backends=[backend]), bodies=False)
     values = build(mod).run(inputs, capture="all").tensors
@@ -342,6 +345,7 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
                   if isinstance(e, Call) and e.span and e.span.name == node)
         case = None
         if out_dir is not None:
-            case = extract(mod, backend, out_dir, inputs, nodes=(node, node))
+            case = extract(mod, backend, out_dir, inputs, nodes=(node, node), force=force,
+                           protect=protect)
         return BisectResult(region, node, op, bad, k + 1, case)
     return BisectResult(None, None, None, [], len(found))

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Mapping
 
@@ -90,9 +89,10 @@ def format_profile(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_chrome_trace(report: dict, path: str) -> None:
-    """The first timed run as a Chrome trace (written beside, then renamed into place)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+def write_chrome_trace(report: dict, path: str, force: bool = False) -> None:
+    """The first timed run as a Chrome trace (written beside, then renamed into place; an
+    existing file replaced only with ``force``: ``byoc/files/outputs.py``)."""
+    from .files.outputs import output_file
+
+    with output_file(path, force=force) as tmp, open(tmp, "w") as f:
         json.dump({"traceEvents": report["trace"], "displayTimeUnit": "ms"}, f)
-    os.replace(tmp, path)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from byoc.codegen import CSource, Names, shorten
+from byoc.files.outputs import OutputFolder
 from byoc.ir import Call, IRModule, TensorType, post_order
 
 from .codegen import Generated, generate
@@ -22,27 +23,24 @@ from .runtime import CompiledRegion
 COMPILER = "ccompiler"
 
 
-def write_c_sources(mod: IRModule, directory: str | os.PathLike, executable=None) -> list[Path]:
-    """Write each ccompiler region's C into ``directory``; returns the files written."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
+def write_c_sources(mod: IRModule, directory: str | os.PathLike, executable=None, *,
+                    force: bool = False) -> list[Path]:
+    """Write each ccompiler region's C into ``directory``; returns the files written. The
+    folder follows byoc's output rules (``byoc/files/outputs.py``): one that exists and is not
+    empty only with ``force``, and then only byoc's files in it are replaced."""
     names = Names("region_", max_len=80)
     built = dict(getattr(executable, "external", {}) or {})
-    written = []
-    for name, func in mod.functions.items():
-        if name == "main" or func.attrs.get("Compiler") != COMPILER:
-            continue
-        stem = names.unique(name)
-        sources = _sources(func, built.get(name))
-        if not sources:
-            path = folder / f"{stem}.c"
-            path.write_text(_pending(name, func))
-            written.append(path)
-        for k, gen in enumerate(sources):
-            path = folder / (f"{stem}.c" if k == 0 else f"{stem}__{k + 1}.c")
-            path.write_text(gen.source)
-            written.append(path)
-    return written
+    with OutputFolder(directory, force=force) as out:
+        for name, func in mod.functions.items():
+            if name == "main" or func.attrs.get("Compiler") != COMPILER:
+                continue
+            stem = names.unique(name)
+            sources = _sources(func, built.get(name))
+            if not sources:
+                Path(out.path(f"{stem}.c")).write_text(_pending(name, func))
+            for k, gen in enumerate(sources):
+                Path(out.path(f"{stem}.c" if k == 0 else f"{stem}__{k + 1}.c")).write_text(gen.source)
+    return [Path(directory) / rel for rel in out.files]
 
 
 def _sources(func, compiled) -> list[Generated]:

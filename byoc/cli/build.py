@@ -9,6 +9,7 @@ from .common import (
     backend_list,
     build_exe,
     fallback_arg,
+    force_arg,
     load_model,
     model_arg,
     prepare,
@@ -20,6 +21,10 @@ def cmd_build(args) -> int:
     from ..codegen.build_cache import STATS
     from ..placement import format_placement, placement
 
+    if args.emit_c:
+        from ..files.outputs import check_output_folder
+
+        check_output_folder(args.emit_c, args.force)  # before the work, not after it
     path, mod = load_model(args)
     backends = backend_list(args.backend)
     part = prepare(mod, backends, args)
@@ -34,7 +39,7 @@ def cmd_build(args) -> int:
     if args.emit_c:
         from ..backends.ccompiler import write_c_sources
 
-        files = write_c_sources(part, args.emit_c, executable=exe)
+        files = write_c_sources(part, args.emit_c, executable=exe, force=args.force)
         print(f"wrote {len(files)} C file(s) to {args.emit_c}")
     return 0
 
@@ -44,5 +49,6 @@ def register(sub) -> None:
     model_arg(p, optional=True)
     p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
     p.add_argument("--emit-c", metavar="DIR", help="write each C region's source into DIR")
+    force_arg(p)
     fallback_arg(p)
     p.set_defaults(fn=cmd_build)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from importlib import resources
 
@@ -140,19 +139,15 @@ def threads_of(args) -> int:
     return resolve(getattr(args, "threads", None))
 
 
-def save_model(model, path: str) -> None:
-    """Write an ONNX model beside its destination, then rename it into place."""
+def save_model(model, path: str, force: bool = False, protect=()) -> None:
+    """Write an ONNX model beside its destination, then rename it into place (byoc's output
+    rules: ``byoc/files/outputs.py``)."""
     import onnx
 
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
+    from ..files.outputs import output_file
+
+    with output_file(path, force=force, protect=protect) as tmp:
         onnx.save(model, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def one_backend(args) -> str:
@@ -169,6 +164,20 @@ def model_arg(p, optional: bool = False) -> None:
         p.add_argument("model", nargs="?", help="ONNX model (default: the embedded tiny ResNet)")
     else:
         p.add_argument("model", help="ONNX model")
+
+
+def force_arg(p) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="write into an output folder that is not empty, or over an output file "
+                        "(only the files byoc writes are replaced)")
+
+
+def read_paths(args) -> list[str]:
+    """The files this command reads (the model, --input files): no output may replace them."""
+    paths = [args.model or default_model_path()]
+    for spec in getattr(args, "input", None) or []:
+        paths.append(spec.partition("=")[2] or spec)
+    return paths
 
 
 def fallback_arg(p) -> None:

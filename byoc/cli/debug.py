@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 
 from .common import (
+    force_arg,
     input_args,
     load_model,
     model_arg,
     model_inputs,
     one_backend,
+    read_paths,
     show,
     threads_arg,
 )
@@ -18,7 +20,9 @@ from .common import (
 def cmd_extract(args) -> int:
     from ..errors import InputError
     from ..extract import extract
+    from ..files.outputs import check_output_folder
 
+    check_output_folder(args.output, args.force)  # before the work, not after it
     path, mod = load_model(args)
     nodes = None
     if args.nodes:
@@ -27,7 +31,8 @@ def cmd_extract(args) -> int:
             raise InputError(f"--nodes wants FIRST:LAST, got {args.nodes!r}")
         nodes = (first, last)
     case = extract(mod, one_backend(args), args.output, model_inputs(args, mod), region=args.region,
-                   nodes=nodes, name_regex=args.name_regex, iteration=args.iteration)
+                   nodes=nodes, name_regex=args.name_regex, iteration=args.iteration,
+                   force=args.force, protect=read_paths(args))
     print(f"wrote {case.out_dir}: region {case.region.name} ({len(case.region.nodes)} nodes, "
           f"{len(case.region.input_names)} inputs, {len(case.region.output_names)} outputs)")
     for f in case.files:
@@ -50,10 +55,13 @@ def cmd_repro(args) -> int:
 
 def cmd_bisect(args) -> int:
     from ..extract import bisect
+    from ..files.outputs import check_output_folder
 
+    check_output_folder(args.output, args.force)
     path, mod = load_model(args)
     result = bisect(mod, one_backend(args), model_inputs(args, mod), out_dir=args.output,
-                    progress=lambda line: print(f"  checking {line}", file=sys.stderr, flush=True))
+                    progress=lambda line: print(f"  checking {line}", file=sys.stderr, flush=True),
+                    force=args.force, protect=read_paths(args))
     if result.region is None:
         print(f"all {result.checked} region(s) match the host")
         return 0
@@ -78,6 +86,7 @@ def register(sub) -> None:
                    help="for a region in a Loop/Scan body or If branch: the tensors of the "
                         "body's K-th run (from 0; default 0)")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
+    force_arg(p)
     p.set_defaults(fn=cmd_extract)
 
     p = sub.add_parser("repro", help="replay an extracted case on a backend; exit 1 if it differs")
@@ -91,4 +100,5 @@ def register(sub) -> None:
     input_args(p)
     p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect",
                    help="where to extract a repro of the first bad node (default byoc-bisect)")
+    force_arg(p)
     p.set_defaults(fn=cmd_bisect)

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import json
 
-from .common import backend_list, load_model, model_arg, save_model
+from .common import (
+    backend_list,
+    force_arg,
+    load_model,
+    model_arg,
+    read_paths,
+    save_model,
+)
 
 
 def cmd_partition(args) -> int:
     from ..partition import annotate_range, partition
     from ..report import format_table, partition_report
 
+    if args.output:
+        from ..files.outputs import check_output_file
+
+        check_output_file(args.output, args.force, read_paths(args))  # before the work
     path, mod = load_model(args)
     backends = backend_list(args.backend)
     if not backends:
@@ -31,7 +42,7 @@ def cmd_partition(args) -> int:
     if args.output:
         from ..frontends.onnx.exporter import module_to_onnx
 
-        save_model(module_to_onnx(part), args.output)
+        save_model(module_to_onnx(part), args.output, args.force, read_paths(args))
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -48,4 +59,5 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("-o", "--output", metavar="OUT.onnx",
                    help="also write the partitioned model, one local function per region")
+    force_arg(p)
     p.set_defaults(fn=cmd_partition)

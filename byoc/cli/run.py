@@ -10,6 +10,7 @@ from .common import (
     backend_list,
     build_exe,
     fallback_arg,
+    force_arg,
     hint_made_up,
     input_args,
     load_model,
@@ -17,6 +18,7 @@ from .common import (
     model_inputs,
     one_line,
     prepare,
+    read_paths,
     settled,
     show,
     threads_of,
@@ -34,6 +36,10 @@ def cmd_run(args) -> int:
 
     from ..compare import compare_outputs, run_onnxruntime
 
+    if args.trace:
+        from ..files.outputs import check_output_file
+
+        check_output_file(args.trace, args.force, read_paths(args))  # before the work
     path, mod = load_model(args)
     inputs = model_inputs(args, mod)
     backends = backend_list(args.backend)
@@ -59,7 +65,7 @@ def cmd_run(args) -> int:
 
         report = profile(exe, inputs)
         if args.trace:
-            write_chrome_trace(report, args.trace)
+            write_chrome_trace(report, args.trace, force=args.force)
         result["profile"] = {k: v for k, v in report.items() if k != "trace"}
     comparisons = None
     if args.compare:
@@ -125,5 +131,6 @@ def register(sub) -> None:
     p.add_argument("--profile", action="store_true",
                    help="time per node and region, copies per boundary, hot spots")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (chrome://tracing)")
+    force_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_run)
