@@ -8,6 +8,9 @@
     part = byoc.partition(mod, backends=["reference"])   # regions as external functions
     byoc.explain(part)                      # {node name: why it stayed on the host}
 
+    plan = byoc.tune(mod, ["native", "onnxruntime"], inputs)   # measured placement
+    part = byoc.partition(mod, plan=plan)   # replayed, nothing measured
+
 The API is imported at its first use (``byoc.build`` imports the runtime, numpy and onnx then):
 ``import byoc`` alone, which the ``byoc`` command does before parsing its arguments, stays
 quick (``import onnx`` costs most of a second, most of it ml_dtypes).
@@ -32,6 +35,7 @@ _LAZY = {
     "partition": (".partition", "partition"),
     "Executable": (".runtime", "Executable"), "build": (".runtime", "build"),
     "set_threads": (".runtime.threads", "set_threads"),
+    "tune": (".tuning", "tune"), "Plan": (".tuning", "Plan"),
 }
 
 
@@ -78,5 +82,5 @@ def to_onnx(obj):
 
 
 __all__ = ["ByocError", "Executable", "IRModule", "InputError", "KernelError", "ModelError",
-           "annotate_range", "build", "explain", "get_backend", "gradient", "ir", "load_onnx",
-           "op", "partition", "register_backend", "set_threads", "to_onnx"]
+           "Plan", "annotate_range", "build", "explain", "get_backend", "gradient", "ir",
+           "load_onnx", "op", "partition", "register_backend", "set_threads", "to_onnx", "tune"]

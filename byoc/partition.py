@@ -31,7 +31,7 @@ from .passes.reject import reject_regions
 
 def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] = (), *,
               annotated: bool | None = None, merge: bool = True,
-              no_fallback: bool = False) -> IRModule:
+              no_fallback: bool = False, plan=None) -> IRModule:
     """Partition main and every body in it for ``backends`` (names or Backend objects, in
     priority order).
 
@@ -42,9 +42,23 @@ def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] =
     partition_graph and reject_regions run. ``no_fallback=True`` makes any node left on the host
     an error (control-flow nodes aside: they always stay, and their bodies are checked). Why
     each node stayed on the host is kept for ``byoc.explain``.
+
+    ``plan`` (a ``byoc.Plan``, its JSON dict or a path to a plan file from ``byoc tune``)
+    places every node as the plan says, measuring nothing (``byoc/tuning/apply.py``).
     """
+    if plan is not None:
+        if backends or annotated or no_fallback:
+            raise ByocError("partition takes a plan or backends (and annotated, no_fallback), "
+                            "not both")
+        from .tuning import apply_plan
+
+        with collector_paused():
+            return apply_plan(mod, plan)
     with collector_paused():
-        return _partition(mod, resolve(backends), annotated, merge, no_fallback)
+        chosen = resolve(backends)
+        out = _partition(mod, chosen, annotated, merge, no_fallback)
+        out.attrs["partition_backends"] = [b.name for b in chosen]
+        return out
 
 
 def _partition(mod: IRModule, chosen: list[Backend], annotated: bool | None, merge: bool,

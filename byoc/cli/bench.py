@@ -16,6 +16,7 @@ from .common import (
     load_model,
     model_arg,
     model_inputs,
+    plan_arg,
     prepare,
     settled,
     threads_of,
@@ -70,5 +71,6 @@ def register(sub) -> None:
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=2)
     fallback_arg(p)
+    plan_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_bench)

@@ -12,6 +12,7 @@ from .common import (
     force_arg,
     load_model,
     model_arg,
+    plan_arg,
     prepare,
 )
 
@@ -51,4 +52,5 @@ def register(sub) -> None:
     p.add_argument("--emit-c", metavar="DIR", help="write each C region's source into DIR")
     force_arg(p)
     fallback_arg(p)
+    plan_arg(p)
     p.set_defaults(fn=cmd_build)

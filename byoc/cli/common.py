@@ -85,13 +85,18 @@ def native(array):
 
 def prepare(mod, backends: list[str], args):
     """The module to build: partitioned for the backends, or as imported (host only)."""
-    if args.fallback and getattr(args, "no_fallback", False):  # only run has --no-fallback
-        from ..errors import InputError
+    from ..errors import InputError
 
+    if args.fallback and getattr(args, "no_fallback", False):  # only run has --no-fallback
         raise InputError("--fallback host and --no-fallback contradict each other")
+    from ..partition import partition
+
+    if getattr(args, "plan", None):
+        if backends:
+            raise InputError("--plan places every node: drop --backend")
+        return partition(mod, plan=args.plan)
     if not backends or backends == ["host"]:
         return mod
-    from ..partition import partition
 
     return partition(mod, backends=backends, no_fallback=getattr(args, "no_fallback", False))
 
@@ -184,6 +189,11 @@ def fallback_arg(p) -> None:
     p.add_argument("--fallback", choices=["host"],
                    help="run a region its backend cannot build (compile error, no compiler, "
                         "cache not writable) on the host, with a warning line")
+
+
+def plan_arg(p) -> None:
+    p.add_argument("--plan", metavar="PLAN.json",
+                   help="place every node as this plan from `byoc tune` says (no --backend)")
 
 
 def input_args(p) -> None:

@@ -9,6 +9,7 @@ from .common import (
     force_arg,
     load_model,
     model_arg,
+    plan_arg,
     read_paths,
     save_model,
 )
@@ -24,11 +25,17 @@ def cmd_partition(args) -> int:
         check_output_file(args.output, args.force, read_paths(args))  # before the work
     path, mod = load_model(args)
     backends = backend_list(args.backend)
-    if not backends:
+    if args.plan:
+        if backends or args.range:
+            from ..errors import InputError
+
+            raise InputError("--plan places every node: drop --backend and --range")
+        part = partition(mod, plan=args.plan)
+    elif not backends:
         from ..errors import InputError
 
         raise InputError("partition needs --backend NAME[,NAME]")
-    if args.range:
+    elif args.range:
         start, sep, end = args.range.partition(":")
         if not sep:
             from ..errors import InputError
@@ -53,7 +60,8 @@ def cmd_partition(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("partition", help="what runs where: regions per backend")
     model_arg(p, optional=True)
-    p.add_argument("--backend", metavar="NAME[,NAME]", required=True)
+    p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
+    plan_arg(p)
     p.add_argument("--explain", action="store_true", help="say why each host node stayed there")
     p.add_argument("--range", metavar="START:END", help="annotate a node range by hand")
     p.add_argument("--json", action="store_true")

@@ -17,6 +17,7 @@ from .common import (
     model_arg,
     model_inputs,
     one_line,
+    plan_arg,
     prepare,
     read_paths,
     settled,
@@ -98,7 +99,8 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        where = ", ".join(backends) if backends else "host"
+        where = ", ".join(backends) if backends else (
+            f"the plan {args.plan}" if args.plan else "host")
         print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms "
               f"({exe.threads} thread{'s' if exe.threads > 1 else ''})")
         if "placement" in result:
@@ -128,6 +130,7 @@ def register(sub) -> None:
     p.add_argument("--no-fallback", action="store_true",
                    help="fail if any node would run on the host")
     fallback_arg(p)
+    plan_arg(p)
     p.add_argument("--profile", action="store_true",
                    help="time per node and region, copies per boundary, hot spots")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (chrome://tracing)")

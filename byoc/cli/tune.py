@@ -1,0 +1,87 @@
+"""``byoc tune``: measure where each part of a model runs fastest; write the plan."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .common import (
+    backend_list,
+    blas_threads,
+    load_model,
+    model_arg,
+    model_inputs,
+    one_line,
+)
+
+
+class _Progress:
+    """One line per step on stderr: rewritten in place on a terminal, at most every few
+    seconds otherwise (a log stays short)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, p) -> None:
+        if self.quiet:
+            return
+        best = f", best {p.best_s * 1e3:.3f} ms" if p.best_s is not None else ""
+        text = (f"byoc tune [{p.elapsed_s:6.1f} s, {p.measured} measured, {p.cached} cached"
+                f"{best}] {one_line(p.message)}")
+        now = time.monotonic()
+        final = p.message.startswith("done")
+        if self.tty:
+            print("\r\033[K" + text[:200], end="\n" if final else "", file=sys.stderr,
+                  flush=True)
+        elif final or now - self.last >= 5.0 or p.message.startswith("pass"):
+            print(text, file=sys.stderr, flush=True)
+            self.last = now
+
+
+def cmd_tune(args) -> int:
+    import os
+
+    from ..errors import InputError
+    from ..tuning import MeasurementCache, tune
+
+    path, mod = load_model(args)
+    backends = backend_list(args.backend)
+    if not backends:
+        raise InputError("tune needs --backend NAME[,NAME...]")
+    if args.budget is not None and args.budget <= 0:
+        raise InputError(f"--budget must be positive, got {args.budget}")
+    if args.atoms < 1:
+        raise InputError(f"--atoms must be at least 1, got {args.atoms}")
+    inputs = model_inputs(args, mod)
+    with blas_threads(args.threads):
+        plan = tune(mod, backends, inputs, budget=args.budget, atoms=args.atoms,
+                    progress=_Progress(args.quiet), name=os.path.basename(path),
+                    cache=MeasurementCache(enabled=not args.no_cache))
+    plan.save(args.output)
+    print(plan.show())
+    print(f"wrote {args.output}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tune", help="measure where each part of a model runs fastest; write a "
+                                    "plan (JSON) that partition/run/bench/build --plan replay")
+    model_arg(p, optional=True)
+    p.add_argument("--backend", metavar="NAME[,NAME]", required=True,
+                   help="the backends to consider (and the host); this order is also the "
+                        "priority order measured as a baseline")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="value of a symbolic dim for made-up inputs (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="stop the search after this long with the best plan measured so far")
+    p.add_argument("--atoms", type=int, default=24,
+                   help="how finely to cut the model (more: finer placement, more to measure)")
+    p.add_argument("--no-cache", action="store_true", help="measure everything again")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-o", "--output", metavar="PLAN.json", required=True)
+    p.set_defaults(fn=cmd_tune)

@@ -1,0 +1,135 @@
+"""The search: which run of atoms goes where, by dynamic programming over measured costs.
+
+A placement cuts the atoms ``0..S-1`` (consecutive runs of main's nodes in one topological order)
+into segments and gives each segment an option (the host, or one backend with the nodes it does
+not take on the host). Its predicted latency is the sum of its
+segments' measured times, each measured with its boundary tensors moved in and out. The best
+placement for atoms ``0..j-1`` is the best, over the last segment ``i..j-1`` and its option, of
+the best placement for ``0..i-1`` plus that segment: O(S^2 x options) per pass, exact over
+every such placement once the costs it compares are measured.
+
+Measuring every segment would take O(S^2 x options) builds, so costs are measured lazily:
+
+1. the whole model on each option (the single-backend and priority-order baselines), then each
+   atom on each option;
+2. a segment not measured yet is estimated from its atoms (their sum, less the per-boundary
+   saving measured so far on that option, times 0.9 to stay optimistic);
+3. the best placement under measured-or-estimated costs is found; its unmeasured segments are
+   measured; once all of them are, every other option of each of its segments is measured too
+   (the plan shows them, and the runner-up); repeat until a pass measures nothing new.
+
+Each pass measures at least one new candidate, so the search ends after at most that many
+passes; a budget stops it earlier, with the best placement among measured costs alone. Ties go
+to the longer last segment, then to the option listed first: the same measurements always give
+the same placement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Candidate = tuple[int, int, int]  # (first atom, stop atom, option)
+OPTIMISM = 0.9
+
+
+@dataclass
+class SearchResult:
+    path: list[Candidate]  # the chosen segments, in order
+    predicted: float  # the sum of their measured times
+    complete: bool  # the search ended by itself, not by the budget
+    passes: int
+
+
+def best_path(n_atoms: int, n_options: int, cost: Callable[[int, int, int], float]
+              ) -> tuple[float, list[Candidate]]:
+    """The cheapest cover of atoms ``0..n_atoms-1`` by segments, and its cost (inf if none)."""
+    best = [0.0] + [math.inf] * n_atoms
+    back: list[Candidate | None] = [None] * (n_atoms + 1)
+    for j in range(1, n_atoms + 1):
+        for i in range(j):
+            if best[i] == math.inf:
+                continue
+            for o in range(n_options):
+                c = best[i] + cost(i, j, o)
+                if c < best[j]:
+                    best[j], back[j] = c, (i, j, o)
+    if best[n_atoms] == math.inf:
+        return math.inf, []
+    path: list[Candidate] = []
+    j = n_atoms
+    while j > 0:
+        step = back[j]
+        assert step is not None
+        path.append(step)
+        j = step[0]
+    return best[n_atoms], path[::-1]
+
+
+class Estimates:
+    """Measured costs, and optimistic guesses for the rest from each option's atoms."""
+
+    def __init__(self, n_atoms: int, n_options: int, costs: dict[Candidate, float]):
+        self.n_atoms, self.n_options, self.costs = n_atoms, n_options, costs
+        self.prefix: list[list[float]] = []
+        self.saving: list[float] = []
+        for o in range(n_options):
+            acc, row = 0.0, [0.0]
+            for a in range(n_atoms):
+                acc += costs.get((a, a + 1, o), math.inf)
+                row.append(acc)
+            self.prefix.append(row)
+            samples = []
+            for (i, j, oo), t in sorted(costs.items()):
+                if oo == o and j - i > 1 and math.isfinite(t):
+                    parts = row[j] - row[i]
+                    if math.isfinite(parts):
+                        samples.append((parts - t) / (j - i - 1))
+            self.saving.append(max(0.0, sum(samples) / len(samples)) if samples else 0.0)
+
+    def cost(self, i: int, j: int, o: int) -> float:
+        found = self.costs.get((i, j, o))
+        if found is not None:
+            return found
+        parts = self.prefix[o][j] - self.prefix[o][i]
+        if not math.isfinite(parts):
+            return math.inf
+        return max(parts - (j - i - 1) * self.saving[o], 0.0) * OPTIMISM
+
+
+def search(n_atoms: int, n_options: int, costs: dict[Candidate, float],
+           measure: Callable[[list[Candidate]], None], out_of_time: Callable[[], bool],
+           progress: Callable[[str, float], None] | None = None) -> SearchResult:
+    """The best placement. ``measure(candidates)`` fills ``costs`` (math.inf: impossible) for as
+    many of them as time allows, in order; ``costs`` may hold measurements already."""
+
+    def ask(cands: list[Candidate]) -> None:
+        missing = [c for c in dict.fromkeys(cands) if c not in costs]
+        if missing and not out_of_time():
+            measure(missing)
+
+    ask([(0, n_atoms, o) for o in range(n_options)])
+    if n_atoms > 1:
+        ask([(a, a + 1, o) for a in range(n_atoms) for o in range(n_options)])
+    passes, complete = 0, False
+    while not out_of_time():
+        passes += 1
+        estimates = Estimates(n_atoms, n_options, costs)
+        predicted, path = best_path(n_atoms, n_options, estimates.cost)
+        if progress is not None:
+            measured, _ = best_path(n_atoms, n_options, lambda i, j, o: costs.get((i, j, o), math.inf))
+            progress(f"pass {passes}: {len(path)} segment(s)", measured)
+        todo = [c for c in path if c not in costs]
+        if not todo:
+            todo = [(i, j, o) for i, j, _ in path for o in range(n_options)
+                    if (i, j, o) not in costs]
+        if not todo:
+            complete = True
+            break
+        before = len(costs)
+        ask(todo)
+        if len(costs) == before:  # nothing could be measured (out of time)
+            break
+    predicted, path = best_path(n_atoms, n_options, lambda i, j, o: costs.get((i, j, o), math.inf))
+    return SearchResult(path, predicted, complete, passes)

@@ -1,0 +1,303 @@
+"""``byoc.tune``: measure where each part of a model runs fastest, and write it as a plan.
+
+    plan = byoc.tune(mod, ["native", "onnxruntime"], inputs, budget=300)
+    plan.save("plan.json")
+    part = byoc.partition(mod, plan=plan)      # the same placement, nothing measured
+
+1. One host run of the whole model captures every tensor (``exe.run(inputs, capture="all")``).
+2. main's nodes are cut into atoms (``candidates.cut_atoms``); a segment is any run of atoms.
+3. The options for a segment: the host; each backend alone (what it does not take stays on the
+   host); all backends in the listed priority order.
+4. The search (``search.py``) asks for segments; each is lifted into a module of its own,
+   partitioned for the option, built and timed on its real boundary tensors (``measure.py``,
+   cached).
+5. The chosen placement is built whole and timed against the fastest single option,
+   interleaved; if that option is faster end to end, it is the plan.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis import HOST_REASONS, is_control_flow, node_key
+from ..backend import Backend, resolve
+from ..errors import ByocError
+from ..ir import Call, Function, GlobalVar, IRModule, post_order
+from .cache import MeasurementCache
+from .candidates import cut_atoms, segment_function
+from .digest import Digests
+from .environment import backend_version, machine, thread_setting, versions
+from .measure import Measurer
+from .plan import FORMAT, HOST, VERSION, Plan, seconds
+from .search import Candidate, search
+from .view import ModelView, model_view
+
+DEFAULT_ATOMS = 24
+
+
+@dataclass
+class Progress:
+    """What the tuner reports as it goes (to ``progress``)."""
+
+    message: str
+    measured: int
+    cached: int
+    best_s: float | None
+    elapsed_s: float
+
+
+def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
+         inputs: Mapping[str, np.ndarray] | None = None, *, budget: float | None = None,
+         atoms: int = DEFAULT_ATOMS, progress: Callable[[Progress], None] | None = None,
+         cache: MeasurementCache | None = None, name: str = "", seed: int = 0,
+         measurer: Measurer | None = None) -> Plan:
+    """A measured placement of ``mod`` over ``backends`` (and the host), as a Plan.
+
+    ``inputs`` by ONNX name (made up from ``seed`` where missing); ``budget`` in seconds stops
+    the search with the best placement measured so far; ``atoms`` is how finely main is cut
+    (more: finer placements, more to measure). ``progress`` gets a Progress now and then.
+    """
+    import byoc
+
+    from ..inputs import random_inputs
+
+    started = time.perf_counter()
+    chosen = resolve(backends)
+    if not chosen:
+        raise ByocError("tune needs at least one backend")
+    names = [b.name for b in chosen]
+    feeds = random_inputs(mod.main, seed=seed, given=dict(inputs or {}))
+    digests = Digests(backend_version)
+    view = model_view(mod, chosen, digests)
+    run = byoc.build(mod).run(feeds, capture="all")
+    tensors = {**{k: np.asarray(v) for k, v in feeds.items()}, **run.tensors}
+    measurer = measurer or Measurer(tensors, cache, digests)
+    cuts = cut_atoms(view, tensors, atoms)
+    options: list[list[str]] = [[], *[[n] for n in names]] + ([names] if len(names) > 1 else [])
+    labels = [HOST, *names] + ([",".join(names)] if len(names) > 1 else [])
+    tuner = _Tuner(mod, view, cuts, options, labels, measurer, tensors)
+
+    def out_of_time() -> bool:
+        return budget is not None and time.perf_counter() - started > 0.8 * budget
+
+    def report(message: str, best: float | None = None) -> None:
+        if progress is not None:
+            progress(Progress(message, measurer.stats.measured, measurer.stats.cached,
+                              best if best is None or math.isfinite(best) else None,
+                              time.perf_counter() - started))
+
+    def measure(cands: list[Candidate]) -> None:
+        for c in cands:
+            if out_of_time():
+                return
+            tuner.measure(c)
+            report(tuner.describe(c))
+
+    n_atoms = len(cuts) - 1
+    report(f"{len(view.calls)} nodes in {n_atoms} atoms, options: {', '.join(labels)}")
+    tuner.measure((0, n_atoms, 0))  # the host alone: always measured, whatever the budget
+    searched = 1 + len(names)  # the priority order is a baseline, not an option per segment
+    if len(options) > searched:
+        measure([(0, n_atoms, searched)])
+    result = search(n_atoms, searched, tuner.costs, measure, out_of_time,
+                    lambda msg, best: report(msg, best))
+    path = result.path or [(0, n_atoms, 0)]
+    data = tuner.plan_data(path, result.predicted, name)
+    # The chosen placement, built whole, against the fastest single option, interleaved.
+    whole = [(0, n_atoms, o) for o in range(len(options))]
+    fastest = min(whole, key=lambda c: (tuner.costs.get(c, math.inf), c[2]))
+    measured = None
+    if path != [fastest] and math.isfinite(tuner.costs.get(fastest, math.inf)) and (
+            budget is None or time.perf_counter() - started < budget):
+        report("timing the plan against the best single option")
+        from .apply import apply_plan
+
+        tuned = apply_plan(mod, Plan(data))
+        times = measurer.compare([tuner.whole_module(tuned), tuner.whole_module(
+            tuner.partitioned(0, n_atoms, fastest[2]))])
+        measured = times[0].seconds
+        if times[1].seconds is not None and (measured is None or times[1].seconds < measured):
+            data = tuner.plan_data([fastest], tuner.costs[fastest], name,
+                                   why=f"the tuned placement measured "
+                                       f"{_ms(measured)} end to end, {labels[fastest[2]]} "
+                                       f"alone {_ms(times[1].seconds)}")
+            measured = times[1].seconds
+        data["latency"]["compared_with"] = {"option": labels[fastest[2]],
+                                            "measured_s": seconds(times[1].seconds)}
+    elif path == [fastest]:
+        measured = tuner.costs[fastest]
+    data["latency"]["measured_s"] = seconds(measured)
+    data["search"]["complete"] = result.complete
+    report(f"done: {len(data['regions'])} region(s), predicted {_ms(data['latency']['predicted_s'])}"
+           f", measured {_ms(measured)}", measured)
+    return Plan(data)
+
+
+def _ms(t: float | None) -> str:
+    return "-" if t is None or not math.isfinite(t) else f"{t * 1e3:.3f} ms"
+
+
+class _Tuner:
+    """The candidates of one tune: their modules, measurements and what the plan says of them."""
+
+    def __init__(self, mod: IRModule, view: ModelView, cuts: list[int], options: list[list[str]],
+                 labels: list[str], measurer: Measurer, tensors: Mapping[str, np.ndarray]):
+        self.mod, self.view, self.cuts = mod, view, cuts
+        self.options, self.labels = options, labels
+        self.measurer, self.tensors = measurer, tensors
+        self.costs: dict[Candidate, float] = {}
+        self.why: dict[Candidate, str] = {}
+        self.regions: dict[Candidate, int] = {}  # regions the option's partition made
+        self.keys: dict[Candidate, str] = {}  # equal keys: the same placement of the same work
+        self.attrs = {k: v for k, v in mod.attrs.items() if k != HOST_REASONS}
+        self.searched = set(labels[:1 + sum(1 for o in options if len(o) == 1)])
+
+    def segment(self, i: int, j: int) -> tuple[Function, list[str]]:
+        return segment_function(self.view, self.cuts[i], self.cuts[j])
+
+    def partitioned(self, i: int, j: int, o: int) -> IRModule:
+        from ..partition import partition
+
+        func, _ = self.segment(i, j)
+        sub = IRModule({"main": func}, dict(self.attrs))
+        return partition(sub, self.options[o]) if self.options[o] else sub
+
+    def whole_module(self, part: IRModule) -> tuple[IRModule, list[str]]:
+        return part, [p.name for p in part.main.params]
+
+    def measure(self, c: Candidate) -> None:
+        i, j, o = c
+        try:
+            func, inputs = self.segment(i, j)
+            part = self.partitioned(i, j, o)
+        except ByocError as exc:
+            self.costs[c], self.why[c] = math.inf, f"cannot partition: {exc}"
+            return
+        self.regions[c] = sum(1 for n, f in part.functions.items() if f.attrs.get("Compiler"))
+        m = self.measurer.measure(part, inputs)
+        self.keys[c] = m.key
+        self.costs[c] = m.seconds if m.seconds is not None else math.inf
+        self.why[c] = m.why
+        if o and not self.regions[c]:
+            self.why[c] = "takes none of these nodes (the same as the host)"
+
+    def describe(self, c: Candidate) -> str:
+        i, j, o = c
+        first, last = self.view.names[self.cuts[i]], self.view.names[self.cuts[j] - 1]
+        t = self.costs.get(c, math.inf)
+        return f"{self.labels[o]} on atoms {i}..{j - 1} ({first}..{last}): " + (
+            _ms(t) if math.isfinite(t) else f"cannot run: {self.why.get(c, '')}")
+
+    # -- the plan --------------------------------------------------------------------------------
+    def plan_data(self, path: list[Candidate], predicted: float, name: str, why: str = "") -> dict:
+        view, labels = self.view, self.labels
+        node_segment: dict[int, str] = {}
+        node_region: dict[int, str] = {}
+        bodies: dict[str, list[str]] = {}
+        index = view.index()
+        segments, regions = [], []
+        for s, (i, j, o) in enumerate(path):
+            sid = f"s{s}"
+            lo, hi = self.cuts[i], self.cuts[j]
+            for k in range(lo, hi):
+                node_segment[k] = sid
+                if is_control_flow(view.call(k)) and self.options[o]:
+                    bodies[view.names[k]] = list(self.options[o])
+            part = self.partitioned(i, j, o)
+            from ..extract import regions as lifted
+
+            for region in lifted(part, bodies=False):
+                rid = f"r{len(regions)}"
+                nodes = _region_nodes(region.func)
+                for n in nodes:
+                    node_region[index[n]] = rid
+                regions.append({
+                    "id": rid, "backend": region.func.attrs["Compiler"], "segment": sid,
+                    "nodes": nodes,
+                    "inputs": [self._tensor(n) for n in region.input_names],
+                    "outputs": [self._tensor(n) for n in region.output_names]})
+            segments.append(self._segment(sid, i, j, o, why))
+        nodes = [{"node": view.names[k], "op": view.call(k).op_name,
+                  "fingerprint": view.fingerprints[k], "segment": node_segment[k],
+                  "region": node_region.get(k, HOST)} for k in range(len(view.calls))]
+        n_atoms = len(self.cuts) - 1
+        baselines = {self.labels[o]: seconds(_finite(self.costs.get((0, n_atoms, o))))
+                     for o in range(len(self.options))}
+        graph_name = self.mod.attrs.get("graph_name", "")
+        return {
+            "format": FORMAT, "version": VERSION,
+            "model": {"name": name or graph_name, "digest": view.digest,
+                      "nodes": len(view.calls),
+                      "inputs": [self._tensor(p.name) for p in self.mod.main.params]},
+            "backends": [lb for lb in labels[1:] if "," not in lb],
+            "machine": machine(), "threads": thread_setting(),
+            "versions": versions([lb for lb in labels[1:] if "," not in lb]),
+            "search": {"method": "segments-dp", "atoms": n_atoms,
+                       "cuts": [view.names[c] for c in self.cuts[1:-1]],
+                       "options": labels, "measured": len(self.costs), "complete": True},
+            "latency": {"predicted_s": seconds(_finite(predicted)), "measured_s": None,
+                        "baselines": baselines},
+            "segments": segments, "regions": regions, "nodes": nodes, "bodies": bodies,
+            "moves": []}
+
+    def _tensor(self, name: str) -> dict:
+        v = self.tensors.get(name)
+        if isinstance(v, np.ndarray):
+            return {"name": name, "shape": list(v.shape), "dtype": v.dtype.name}
+        return {"name": name, "shape": None, "dtype": None}
+
+    def _segment(self, sid: str, i: int, j: int, o: int, why: str) -> dict:
+        lo, hi = self.cuts[i], self.cuts[j]
+        times, errors = {}, {}
+        for oo, label in enumerate(self.labels):
+            c = (i, j, oo)
+            if label not in self.searched and (i, j) != (0, len(self.cuts) - 1):
+                continue  # the priority order is measured for the whole model only
+            t = self.costs.get(c)
+            times[label] = seconds(_finite(t))
+            if c not in self.costs:
+                errors[label] = "not measured (the search stopped first)"
+            elif self.why.get(c):
+                errors[label] = self.why[c]
+        chosen = self.labels[o]
+        mine_key = self.keys.get((i, j, o))
+        for k, label in enumerate(self.labels):
+            if label in times and label != chosen and self.keys.get((i, j, k)) == mine_key \
+                    and mine_key is not None:
+                errors[label] = f"places these nodes as {chosen} does"
+        ranked = sorted((t, k) for k, label in enumerate(self.labels)
+                        if (t := times.get(label)) is not None and label != chosen
+                        and self.keys.get((i, j, k)) != mine_key)
+        runner = self.labels[ranked[0][1]] if ranked else None
+        if not why:
+            mine = times[chosen]
+            if runner is None:
+                why = f"{chosen} is the only option measured to run here"
+            else:
+                other = ranked[0][0]
+                gain = (other - mine) / other if other and mine is not None else 0.0
+                why = (f"{chosen} {_ms(mine)}, {gain:.0%} faster than {runner} ({_ms(other)})"
+                       if gain > 0 else f"{chosen} {_ms(mine)}, as fast as {runner}")
+        return {"id": sid, "first": self.view.names[lo], "last": self.view.names[hi - 1],
+                "nodes": hi - lo, "time_s": times, "errors": errors, "chosen": chosen,
+                "runner_up": runner, "why": why}
+
+
+def _finite(t: float | None) -> float | None:
+    return t if t is not None and math.isfinite(t) else None
+
+
+def _region_nodes(func: Function) -> list[str]:
+    """The nodes of a lifted region (a composite counts as the node it stands for)."""
+    return [node_key(e) for e in post_order(func.body)
+            if isinstance(e, Call) and not isinstance(e.op, GlobalVar)]
+
+
+def default_name(path: str) -> str:
+    return os.path.basename(path)
