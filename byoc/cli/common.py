@@ -106,7 +106,8 @@ def build_exe(prepared, args):
     import byoc
 
     exe = byoc.build(prepared, fallback=args.fallback)
-    warn_fallbacks(exe.fallbacks)
+    warn_fallbacks({**exe.fallbacks, **exe.moves})
+    exe.warned = set(exe.moves)
     return exe
 
 
@@ -123,7 +124,11 @@ def late_fallbacks(exe) -> dict[str, str]:
 def settled(exe, prepared, args):
     """After a first run: the regions whose per-shape build failed at their first call (they ran
     on the host) inlined too, so the runs that follow, the placement and the profile count them
-    as host nodes. ``exe`` itself when none did."""
+    as host nodes. ``exe`` itself when none did. Regions that moved to another backend at their
+    first run (``--fallback next``) are said once; they keep running there."""
+    warned = getattr(exe, "warned", set())
+    warn_fallbacks({n: why for n, why in exe.moves.items() if n not in warned})
+    warned.update(exe.moves)
     late = late_fallbacks(exe)
     if not late:
         return exe
@@ -134,6 +139,8 @@ def settled(exe, prepared, args):
     warn_fallbacks(late)
     rebuilt = byoc.build(inline_regions(prepared, late), fallback=args.fallback)
     rebuilt.fallbacks.update(exe.fallbacks)  # in place: its regions record into this dict
+    warn_fallbacks({n: why for n, why in rebuilt.moves.items() if n not in warned})
+    rebuilt.warned = warned | set(rebuilt.moves)
     return rebuilt
 
 
@@ -186,9 +193,10 @@ def read_paths(args) -> list[str]:
 
 
 def fallback_arg(p) -> None:
-    p.add_argument("--fallback", choices=["host"],
+    p.add_argument("--fallback", choices=["host", "next"],
                    help="run a region its backend cannot build (compile error, no compiler, "
-                        "cache not writable) on the host, with a warning line")
+                        "cache not writable) on the host, with a warning line; 'next': first "
+                        "on the next listed backend that takes it (also if its first run fails)")
 
 
 def plan_arg(p) -> None:

@@ -42,6 +42,7 @@ class Executable:
                                  threads=self.threads)
         self.external: dict[str, Callable] = dict(external or {})
         self.fallbacks: dict[str, str] = {}  # regions run on the host: build(fallback="host")
+        self.moves: dict[str, str] = {}  # regions run on another backend: fallback="next"
         self._plans: dict[Function, Plan] = {}
         self._pycode: dict[int, Callable | None] = {}
         self._probe: Probe | None = None  # set only while run(..., capture=...) runs
@@ -355,16 +356,22 @@ def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = N
 
     ``fallback="host"``: a region its backend cannot build runs on the host instead, with a
     warning; ``exe.fallbacks`` says which and why (see ``runtime/fallback.py``).
+    ``fallback="next"``: first the next backend the module was partitioned for that takes the
+    region (at build or at its first run); ``exe.moves`` says which and why.
     """
     from ..backend import get_backend
     from ..errors import ByocError
     from ..passes.reject import inline_regions  # as a rejected region: back into its caller
-    from .fallback import HostOnFailure, cannot_build, check_fallback
+    from .fallback import (HostOnFailure, NextOnFailure, build_elsewhere, cannot_build,
+                           check_fallback)
 
     check_fallback(fallback)
     threads = resolve_threads(threads)
     external: dict[str, Callable] = {}
     fallbacks: dict[str, str] = {}
+    moves: dict[str, str] = {}
+    retargeted: dict[str, Function] = {}
+    listed = list(mod.attrs.get("partition_backends", ()))
     off_host = False
     for name, func in mod.functions.items():
         compiler = func.attrs.get("Compiler")
@@ -373,14 +380,27 @@ def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = N
             try:
                 with building(threads):
                     external[name] = backend.compile(func)
-            except ByocError as exc:
-                if fallback != "host":
+            except (Exception if fallback == "next" else ByocError) as exc:
+                if fallback is None:
                     raise
-                fallbacks[name] = cannot_build(name, compiler, exc)
-                continue
+                found = None
+                if fallback == "next":
+                    with building(threads):
+                        found = build_elsewhere(name, func, compiler, listed, exc)
+                if found is None:
+                    fallbacks[name] = cannot_build(name, compiler, exc)
+                    continue
+                backend, func, external[name], moves[name] = found
+                retargeted[name] = func
             if fallback == "host":  # a backend building per shape may fail at a call
                 external[name] = HostOnFailure(name, compiler, func, external[name], fallbacks)
+            elif fallback == "next":
+                external[name] = NextOnFailure(name, func.attrs["Compiler"], func,
+                                               external[name], listed, moves, fallbacks,
+                                               threads)
             off_host = off_host or backend.device != HOST
+    if retargeted:
+        mod = IRModule({**mod.functions, **retargeted}, dict(mod.attrs))
     mod = inline_regions(mod, fallbacks)
     if off_host:
         from .device_plan import plan_devices
@@ -388,4 +408,5 @@ def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = N
         mod = plan_devices(mod)
     exe = Executable(mod, external, threads)
     exe.fallbacks = fallbacks
+    exe.moves = moves
     return exe

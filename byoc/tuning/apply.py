@@ -123,7 +123,7 @@ def _check_model(view: ModelView, data: dict, source: str) -> None:
                              mine[1])
         if (mine[1], mine[2]) != (theirs["op"], theirs["fingerprint"]):
             what = (f"{theirs['op']} in the plan" if mine[1] != theirs["op"] else
-                    "its attributes, inputs or weights")
+                    "its attributes, inputs, outputs or weights")
             raise ModelError(f"the model has changed since the plan was made: {what} differ",
                              mine[0], mine[1])
     raise PlanError(f"{source}: \"model.digest\" does not match the model, though every node "

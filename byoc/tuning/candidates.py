@@ -69,28 +69,36 @@ def node_work(view: ModelView, tensors: Mapping[str, np.ndarray]) -> list[int]:
     return work
 
 
-def cut_atoms(view: ModelView, tensors: Mapping[str, np.ndarray], target: int = 32) -> list[int]:
-    """Cut positions ``[0, ..., n]`` making about ``target`` atoms of similar work, each cut
-    where the fewest tensors cross within a short look-ahead."""
+def cut_atoms(view: ModelView, tensors: Mapping[str, np.ndarray], target: int = 24) -> list[int]:
+    """Cut positions ``[0, ..., n]`` making ``target`` atoms (fewer only for a smaller model) of
+    similar work, each cut where the fewest tensors cross within a short look-ahead."""
     n = len(view.calls)
     if n == 0:
         return [0]
     target = max(1, min(target, n))
+    if target == n:
+        return list(range(n + 1))
     work = node_work(view, tensors)
+    left = [0] * (n + 1)  # work from each position to the end
+    for k in range(n - 1, -1, -1):
+        left[k] = left[k + 1] + work[k]
     width = cut_widths(view)
-    share = sum(work) / target
-    look = max(2, n // (2 * target))
-    cuts, acc, p = [0], 0, 0
-    while p < n:
-        acc += work[p]
-        p += 1
-        if acc >= share and p < n:
-            best = min(range(p, min(n - 1, p + look) + 1), key=lambda q: (width[q], q))
-            p = best
-            cuts.append(p)
-            acc = 0
-    if cuts[-1] != n:
-        cuts.append(n)
+    look = n // (2 * target)
+    cuts, p = [0], 0
+    while len(cuts) < target:
+        share = left[p] / (target - len(cuts) + 1)
+        q, acc = p, 0
+        while q < n and (q == p or acc + work[q] <= share):
+            acc += work[q]
+            q += 1
+        # at least one node per atom still to come
+        q = min(q, n - (target - len(cuts)))
+        if q <= p:
+            break
+        p = min(range(q, min(n - (target - len(cuts)), q + look) + 1),
+                key=lambda c: (width[c], c))
+        cuts.append(p)
+    cuts.append(n)
     return cuts
 
 

@@ -73,7 +73,8 @@ def thread_setting() -> dict:
                     if p.get("user_api") == "blas"), default=1)
     except Exception:  # threadpoolctl cannot look: the cores bound it anyway
         blas = cores()
-    return {"blas": int(blas), "onnxruntime": os.environ.get("BYOC_ORT_THREADS", "1"),
+    ort = os.environ.get("BYOC_ORT_THREADS", "1")
+    return {"blas": int(blas), "onnxruntime": int(ort) if ort.isdigit() else ort,
             "byoc": os.environ.get("BYOC_THREADS", ""), "cores": cores()}
 
 

@@ -62,7 +62,9 @@ class Plan:
         return cls(data, path)
 
     def to_json(self) -> str:
-        return json.dumps(self.data, indent=1, ensure_ascii=False) + "\n"
+        """The plan as text: small objects (a node, a tensor) on one line each, so that a diff
+        of two plans shows the nodes that moved."""
+        return _dump(self.data, 0) + "\n"
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the plan beside ``path``, then rename it into place."""
@@ -110,6 +112,19 @@ class Plan:
                 f"on {', '.join(self.backends) or 'the host'})")
 
 
+def _dump(value: Any, level: int) -> str:
+    compact = json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, (dict, list)) or not value or level + len(compact) <= 100:
+        return compact
+    pad = " " * (level + 1)
+    if isinstance(value, dict):
+        items = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {_dump(v, level + 1)}"
+                 for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * level + "}"
+    items = [pad + _dump(v, level + 1) for v in value]
+    return "[\n" + ",\n".join(items) + "\n" + " " * level + "]"
+
+
 # -- the schema ---------------------------------------------------------------------------------
 
 
@@ -139,21 +154,24 @@ def check(data: Any, source: str = "plan") -> None:
     _need(isinstance(regions, list), source, '"regions"', "must be a list")
     ids = set()
     for k, r in enumerate(regions):
-        where = f'"regions[{k}]"'
-        _need(isinstance(r, dict), source, where, "must be an object")
-        _need(isinstance(r.get("id"), str) and r["id"] != HOST, source, f"{where}.id",
+        where = f"regions[{k}]"
+        _need(isinstance(r, dict), source, f'"{where}"', "must be an object")
+        _need(isinstance(r.get("id"), str) and r["id"] != HOST, source, f'"{where}.id"',
               'must be a string other than "host"')
-        _need(r["id"] not in ids, source, f"{where}.id", f"repeats region {r['id']!r}")
+        _need(r["id"] not in ids, source, f'"{where}.id"', f"repeats region {r['id']!r}")
         ids.add(r["id"])
-        _need(isinstance(r.get("backend"), str), source, f"{where}.backend", "must be a string")
-        _need(_strings(r.get("nodes")), source, f"{where}.nodes", "must be a list of node names")
+        _need(isinstance(r.get("backend"), str), source, f'"{where}.backend"',
+              "must be a string")
+        _need(_strings(r.get("nodes")), source, f'"{where}.nodes"',
+              "must be a list of node names")
     nodes = data.get("nodes")
     _need(isinstance(nodes, list), source, '"nodes"', "must be a list")
     for k, n in enumerate(nodes):
-        where = f'"nodes[{k}]"'
-        _need(isinstance(n, dict), source, where, "must be an object")
+        where = f"nodes[{k}]"
+        _need(isinstance(n, dict), source, f'"{where}"', "must be an object")
         for field in ("node", "op", "fingerprint", "region"):
-            _need(isinstance(n.get(field), str), source, f"{where}.{field}", "must be a string")
+            _need(isinstance(n.get(field), str), source, f'"{where}.{field}"',
+                  "must be a string")
     bodies = data.get("bodies", {})
     _need(isinstance(bodies, dict) and all(_strings(v) for v in bodies.values()), source,
           '"bodies"', "must map control-flow nodes to lists of backends")

@@ -8,12 +8,15 @@ placement for atoms ``0..j-1`` is the best, over the last segment ``i..j-1`` and
 the best placement for ``0..i-1`` plus that segment: O(S^2 x options) per pass, exact over
 every such placement once the costs it compares are measured.
 
-Measuring every segment would take O(S^2 x options) builds, so costs are measured lazily:
+A space of at most 160 candidates (9 atoms and 3 options) is measured whole, and the result is
+the exact optimum. Past that, measuring every segment would take O(S^2 x options) builds, so
+costs are measured lazily:
 
-1. the whole model on each option (the single-backend and priority-order baselines), then each
-   atom on each option;
-2. a segment not measured yet is estimated from its atoms (their sum, less the per-boundary
-   saving measured so far on that option, times 0.9 to stay optimistic);
+1. the whole model on each option (the single-backend baselines), then each atom on each
+   option, then each pair of neighbouring atoms on each option;
+2. a segment not measured yet is estimated from its atoms: their sum, less what merging saved
+   at each boundary inside it (measured on the pair of atoms around that boundary: a call, the
+   tensors moved between two regions of a device), times 0.9 to stay optimistic;
 3. the best placement under measured-or-estimated costs is found; its unmeasured segments are
    measured; once all of them are, every other option of each of its segments is measured too
    (the plan shows them, and the runner-up); repeat until a pass measures nothing new.
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 
 Candidate = tuple[int, int, int]  # (first atom, stop atom, option)
 OPTIMISM = 0.9
+EXHAUSTIVE = 160  # a space this small is measured whole: the placement is then exact
 
 
 @dataclass
@@ -68,41 +72,59 @@ def best_path(n_atoms: int, n_options: int, cost: Callable[[int, int, int], floa
 
 
 class Estimates:
-    """Measured costs, and optimistic guesses for the rest from each option's atoms."""
+    """Measured costs, and optimistic guesses for the rest: a segment's atoms, less what
+    merging saved at each boundary inside it, as measured on the pair of atoms around it."""
 
     def __init__(self, n_atoms: int, n_options: int, costs: dict[Candidate, float]):
         self.n_atoms, self.n_options, self.costs = n_atoms, n_options, costs
-        self.prefix: list[list[float]] = []
-        self.saving: list[float] = []
+        self.prefix: list[list[float]] = []  # sums of the finite atoms' costs
+        self.missing: list[list[int]] = []  # counts of the atoms that cannot run (or unknown)
+        self.saved: list[list[float]] = []  # sums of the savings at boundaries 1..b
         for o in range(n_options):
-            acc, row = 0.0, [0.0]
-            for a in range(n_atoms):
-                acc += costs.get((a, a + 1, o), math.inf)
+            atom = [costs.get((a, a + 1, o), math.inf) for a in range(n_atoms)]
+            acc, row, bad, count = 0.0, [0.0], 0, [0]
+            for t in atom:
+                if math.isfinite(t):
+                    acc += t
+                else:
+                    bad += 1
                 row.append(acc)
+                count.append(bad)
             self.prefix.append(row)
-            samples = []
-            for (i, j, oo), t in sorted(costs.items()):
-                if oo == o and j - i > 1 and math.isfinite(t):
-                    parts = row[j] - row[i]
-                    if math.isfinite(parts):
-                        samples.append((parts - t) / (j - i - 1))
-            self.saving.append(max(0.0, sum(samples) / len(samples)) if samples else 0.0)
+            self.missing.append(count)
+            pairs: dict[int, float] = {}
+            for b in range(1, n_atoms):
+                pair = costs.get((b - 1, b + 1, o), math.inf)
+                if math.isfinite(pair) and math.isfinite(atom[b - 1]) and math.isfinite(atom[b]):
+                    pairs[b] = atom[b - 1] + atom[b] - pair
+            finite = [t for t in atom if math.isfinite(t)]
+            # A boundary whose pair is not measured: the most any measured one saved (before
+            # any: a whole atom), so the guess stays optimistic.
+            default = max(pairs.values()) if pairs else (min(finite) if finite else 0.0)
+            acc, row = 0.0, [0.0, 0.0]
+            for b in range(1, n_atoms):
+                acc += max(0.0, pairs.get(b, default))
+                row.append(acc)
+            self.saved.append(row)
 
     def cost(self, i: int, j: int, o: int) -> float:
         found = self.costs.get((i, j, o))
         if found is not None:
             return found
-        parts = self.prefix[o][j] - self.prefix[o][i]
-        if not math.isfinite(parts):
+        if self.missing[o][j] != self.missing[o][i]:
             return math.inf
-        return max(parts - (j - i - 1) * self.saving[o], 0.0) * OPTIMISM
+        parts = self.prefix[o][j] - self.prefix[o][i]
+        saved = self.saved[o][j] - self.saved[o][i + 1]  # boundaries i+1 .. j-1
+        return max(parts - saved, 0.0) * OPTIMISM
 
 
 def search(n_atoms: int, n_options: int, costs: dict[Candidate, float],
            measure: Callable[[list[Candidate]], None], out_of_time: Callable[[], bool],
-           progress: Callable[[str, float], None] | None = None) -> SearchResult:
+           progress: Callable[[str, float], None] | None = None,
+           exhaustive: int = EXHAUSTIVE) -> SearchResult:
     """The best placement. ``measure(candidates)`` fills ``costs`` (math.inf: impossible) for as
-    many of them as time allows, in order; ``costs`` may hold measurements already."""
+    many of them as time allows, in order; ``costs`` may hold measurements already. With at
+    most ``exhaustive`` candidates in all, every one is measured (shortest first)."""
 
     def ask(cands: list[Candidate]) -> None:
         missing = [c for c in dict.fromkeys(cands) if c not in costs]
@@ -110,8 +132,14 @@ def search(n_atoms: int, n_options: int, costs: dict[Candidate, float],
             measure(missing)
 
     ask([(0, n_atoms, o) for o in range(n_options)])
+    every = [(i, i + n, o) for n in range(1, n_atoms + 1) for i in range(n_atoms - n + 1)
+             for o in range(n_options)]
+    if len(every) <= exhaustive:
+        ask(every)
     if n_atoms > 1:
         ask([(a, a + 1, o) for a in range(n_atoms) for o in range(n_options)])
+    if n_atoms > 2:
+        ask([(a, a + 2, o) for a in range(n_atoms - 1) for o in range(n_options)])
     passes, complete = 0, False
     while not out_of_time():
         passes += 1

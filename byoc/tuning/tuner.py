@@ -7,7 +7,9 @@
 1. One host run of the whole model captures every tensor (``exe.run(inputs, capture="all")``).
 2. main's nodes are cut into atoms (``candidates.cut_atoms``); a segment is any run of atoms.
 3. The options for a segment: the host; each backend alone (what it does not take stays on the
-   host); all backends in the listed priority order.
+   host); the backends in each priority order (every order of up to three backends, else the
+   listed one), where what one does not take goes to the next. Options that place a segment's
+   nodes the same way are one candidate, measured once.
 4. The search (``search.py``) asks for segments; each is lifted into a module of its own,
    partitioned for the option, built and timed on its real boundary tensors (``measure.py``,
    cached).
@@ -56,17 +58,23 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
          inputs: Mapping[str, np.ndarray] | None = None, *, budget: float | None = None,
          atoms: int = DEFAULT_ATOMS, progress: Callable[[Progress], None] | None = None,
          cache: MeasurementCache | None = None, name: str = "", seed: int = 0,
-         measurer: Measurer | None = None) -> Plan:
+         measurer: Callable[[Mapping[str, np.ndarray]], Measurer] | None = None,
+         fallback: str | None = None) -> Plan:
     """A measured placement of ``mod`` over ``backends`` (and the host), as a Plan.
 
     ``inputs`` by ONNX name (made up from ``seed`` where missing); ``budget`` in seconds stops
     the search with the best placement measured so far; ``atoms`` is how finely main is cut
     (more: finer placements, more to measure). ``progress`` gets a Progress now and then.
+    ``measurer`` makes the Measurer from the captured tensors (a cost model instead of the
+    clock, say). ``fallback="next"`` (or ``"host"``) builds and runs the chosen plan once that
+    way, and writes any region that had to move into the plan (``moves``).
     """
     import byoc
 
     from ..inputs import random_inputs
+    from ..runtime.fallback import check_fallback
 
+    check_fallback(fallback)
     started = time.perf_counter()
     chosen = resolve(backends)
     if not chosen:
@@ -77,10 +85,10 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     view = model_view(mod, chosen, digests)
     run = byoc.build(mod).run(feeds, capture="all")
     tensors = {**{k: np.asarray(v) for k, v in feeds.items()}, **run.tensors}
-    measurer = measurer or Measurer(tensors, cache, digests)
+    measurer = measurer(tensors) if measurer else Measurer(tensors, cache, digests)
     cuts = cut_atoms(view, tensors, atoms)
-    options: list[list[str]] = [[], *[[n] for n in names]] + ([names] if len(names) > 1 else [])
-    labels = [HOST, *names] + ([",".join(names)] if len(names) > 1 else [])
+    options = option_lists(names)
+    labels = [",".join(o) or HOST for o in options]
     tuner = _Tuner(mod, view, cuts, options, labels, measurer, tensors)
 
     def out_of_time() -> bool:
@@ -102,10 +110,7 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     n_atoms = len(cuts) - 1
     report(f"{len(view.calls)} nodes in {n_atoms} atoms, options: {', '.join(labels)}")
     tuner.measure((0, n_atoms, 0))  # the host alone: always measured, whatever the budget
-    searched = 1 + len(names)  # the priority order is a baseline, not an option per segment
-    if len(options) > searched:
-        measure([(0, n_atoms, searched)])
-    result = search(n_atoms, searched, tuner.costs, measure, out_of_time,
+    result = search(n_atoms, len(options), tuner.costs, measure, out_of_time,
                     lambda msg, best: report(msg, best))
     path = result.path or [(0, n_atoms, 0)]
     data = tuner.plan_data(path, result.predicted, name)
@@ -134,9 +139,48 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
         measured = tuner.costs[fastest]
     data["latency"]["measured_s"] = seconds(measured)
     data["search"]["complete"] = result.complete
+    if fallback is not None:
+        _record_moves(mod, data, feeds, fallback)
     report(f"done: {len(data['regions'])} region(s), predicted {_ms(data['latency']['predicted_s'])}"
            f", measured {_ms(measured)}", measured)
     return Plan(data)
+
+
+def _record_moves(mod: IRModule, data: dict, feeds: Mapping, fallback: str) -> None:
+    """Build and run the plan once with ``fallback``; a region that moved changes backend in
+    the plan, and ``moves`` says from where, to where and why."""
+    import byoc
+
+    from .apply import apply_plan
+
+    exe = byoc.build(apply_plan(mod, Plan(data)), fallback=fallback)
+    exe.run(dict(feeds))
+    if not exe.moves and not exe.fallbacks:
+        return
+    by_nodes = {frozenset(r["nodes"]): r for r in data["regions"]}
+    part = apply_plan(mod, Plan(data))
+    for name, why in sorted({**exe.fallbacks, **exe.moves}.items()):
+        region = by_nodes.get(frozenset(_region_nodes(part[name])))
+        if region is None:
+            continue
+        runner = exe.external.get(name)
+        to = getattr(runner, "now", None) or (
+            exe.mod[name].attrs.get("Compiler") if name in exe.mod.functions else HOST)
+        if name in exe.fallbacks:
+            to = HOST
+        data["moves"].append({"region": region["id"], "from": region["backend"], "to": to,
+                              "why": why})
+        region["backend"] = to
+
+
+def option_lists(names: list[str]) -> list[list[str]]:
+    """The host, each backend alone, then the priority orders: every order of all of them when
+    there are two or three, else the listed one."""
+    import itertools
+
+    orders = [list(p) for p in itertools.permutations(names)] if len(names) in (2, 3) else (
+        [names] if len(names) > 3 else [])
+    return [[], *[[n] for n in names], *orders]
 
 
 def _ms(t: float | None) -> str:
@@ -155,8 +199,8 @@ class _Tuner:
         self.why: dict[Candidate, str] = {}
         self.regions: dict[Candidate, int] = {}  # regions the option's partition made
         self.keys: dict[Candidate, str] = {}  # equal keys: the same placement of the same work
+        self.alike_done: set[tuple[int, int]] = set()
         self.attrs = {k: v for k, v in mod.attrs.items() if k != HOST_REASONS}
-        self.searched = set(labels[:1 + sum(1 for o in options if len(o) == 1)])
 
     def segment(self, i: int, j: int) -> tuple[Function, list[str]]:
         return segment_function(self.view, self.cuts[i], self.cuts[j])
@@ -172,6 +216,7 @@ class _Tuner:
         return part, [p.name for p in part.main.params]
 
     def measure(self, c: Candidate) -> None:
+        """Measure candidate ``c``, and fill in every option placing its segment alike."""
         i, j, o = c
         try:
             func, inputs = self.segment(i, j)
@@ -184,8 +229,22 @@ class _Tuner:
         self.keys[c] = m.key
         self.costs[c] = m.seconds if m.seconds is not None else math.inf
         self.why[c] = m.why
-        if o and not self.regions[c]:
-            self.why[c] = "takes none of these nodes (the same as the host)"
+        if (i, j) not in self.alike_done:
+            self.alike_done.add((i, j))
+            for oo in range(len(self.options)):
+                other = (i, j, oo)
+                if other in self.costs:
+                    continue
+                try:
+                    key = self.measurer.key(self.partitioned(i, j, oo), inputs)
+                except ByocError:
+                    continue
+                self.keys[other] = key
+        for oo in range(len(self.options)):
+            other = (i, j, oo)
+            if other != c and other not in self.costs and self.keys.get(other) == m.key:
+                self.costs[other], self.why[other] = self.costs[c], self.why[c]
+                self.regions[other] = self.regions[c]
 
     def describe(self, c: Candidate) -> str:
         i, j, o = c
@@ -235,9 +294,9 @@ class _Tuner:
             "model": {"name": name or graph_name, "digest": view.digest,
                       "nodes": len(view.calls),
                       "inputs": [self._tensor(p.name) for p in self.mod.main.params]},
-            "backends": [lb for lb in labels[1:] if "," not in lb],
+            "backends": [o[0] for o in self.options if len(o) == 1],
             "machine": machine(), "threads": thread_setting(),
-            "versions": versions([lb for lb in labels[1:] if "," not in lb]),
+            "versions": versions([o[0] for o in self.options if len(o) == 1]),
             "search": {"method": "segments-dp", "atoms": n_atoms,
                        "cuts": [view.names[c] for c in self.cuts[1:-1]],
                        "options": labels, "measured": len(self.costs), "complete": True},
@@ -257,8 +316,6 @@ class _Tuner:
         times, errors = {}, {}
         for oo, label in enumerate(self.labels):
             c = (i, j, oo)
-            if label not in self.searched and (i, j) != (0, len(self.cuts) - 1):
-                continue  # the priority order is measured for the whole model only
             t = self.costs.get(c)
             times[label] = seconds(_finite(t))
             if c not in self.costs:

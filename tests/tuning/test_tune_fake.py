@@ -1,0 +1,150 @@
+"""byoc.tune on synthetic graphs with fake backends whose costs are known: the plan must be
+the optimum brute force finds, never worse than any single backend or priority order."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+import byoc
+from byoc.tuning import Plan
+from byoc.tuning.tuner import option_lists
+
+from .util import Costs, branchy_model, chain_model, fake_backends, tune_fake
+
+OPS = ["Relu", "Abs", "Neg", "Sigmoid", "Relu", "Abs"]
+TAKES = {"fa": {"Relu", "Abs", "Add", "Mul"}, "fb": {"Relu", "Neg", "Sigmoid", "Mul"}}
+
+
+def random_costs(names: list[str], ops: dict[str, str], seed: int) -> Costs:
+    r = random.Random(seed)
+    node = {}
+    for n in names:
+        node[n] = {"host": r.uniform(5, 20)}
+        for b, takes in TAKES.items():
+            if ops[n] in takes:
+                node[n][b] = r.uniform(0.5, 8)
+    region = {"fa": r.uniform(0.5, 4), "fb": r.uniform(0.5, 4)}
+    copy = {"fa": r.uniform(0, 2), "fb": r.uniform(0, 2)}
+    return Costs(node, region, copy)
+
+
+def chain_brute_force(ops: list[str], costs: Costs) -> float:
+    """Every node on the host or on a backend that takes it; regions are maximal runs."""
+    names = [f"n{k}" for k in range(len(ops))]
+    best = float("inf")
+    choices = [["host"] + [b for b in TAKES if ops[k] in TAKES[b]] for k in range(len(ops))]
+    for where in itertools.product(*choices):
+        total = sum(costs.node[n][w] for n, w in zip(names, where))
+        for w, run in itertools.groupby(where):
+            if w != "host":
+                total += costs.region[w] + 2 * costs.copy[w]  # one tensor in, one out
+                del run
+        best = min(best, total)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_chain_plan_is_the_brute_force_optimum(seed):
+    ops = OPS[: 3 + seed % 4]
+    names = [f"n{k}" for k in range(len(ops))]
+    costs = random_costs(names, dict(zip(names, ops)), seed)
+    with fake_backends(**TAKES):
+        plan, measurer, mod = tune_fake(chain_model(ops), ["fa", "fb"], costs)
+        want = chain_brute_force(ops, costs)
+        assert plan.predicted_s == pytest.approx(want, abs=2e-9)
+        # what was predicted is what the plan's placement costs, built whole
+        assert costs.of(byoc.partition(mod, plan=plan)) == pytest.approx(want, abs=1e-6)
+        assert plan.measured_s == pytest.approx(want, abs=2e-9)
+        baselines = plan.data["latency"]["baselines"]
+        assert all(plan.measured_s <= v + 1e-9 for v in baselines.values() if v is not None)
+
+
+def branchy_space(mod, costs: Costs, backends) -> float:
+    """Brute force over the search's own space on the branchy graph: every cut of main's
+    topological order into runs, every option for each run, the same cost model."""
+    from byoc.ir import IRModule
+    from byoc.tuning.candidates import segment_function
+    from byoc.tuning.view import model_view
+
+    view = model_view(mod, [byoc.get_backend(b) for b in backends])
+    n = len(view.calls)
+    options = option_lists(backends)
+    memo = {}
+
+    def seg(i, j, o):
+        if (i, j, o) not in memo:
+            func, _ = segment_function(view, i, j)
+            sub = IRModule({"main": func}, {k: v for k, v in mod.attrs.items()
+                                            if k != "host_reasons"})
+            memo[(i, j, o)] = costs.of(byoc.partition(sub, options[o]) if options[o] else sub)
+        return memo[(i, j, o)]
+
+    best = float("inf")
+    for mask in range(1 << (n - 1)):
+        cuts = [0] + [k + 1 for k in range(n - 1) if mask >> k & 1] + [n]
+        segs = list(zip(cuts, cuts[1:]))
+        # the best option per segment is independent of the others: costs add up
+        best = min(best, sum(min(seg(i, j, o) for o in range(len(options))) for i, j in segs))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_branchy_plan_is_the_optimum_of_its_space(seed):
+    model = branchy_model()
+    mod = byoc.load_onnx(model)
+    names = ["a", "b1", "b2", "c1", "m1", "d1", "e1", "e2", "m2"]
+    ops = {"a": "Relu", "b1": "Abs", "b2": "Neg", "c1": "Sigmoid", "m1": "Add", "d1": "Relu",
+           "e1": "Abs", "e2": "Neg", "m2": "Mul"}
+    costs = random_costs(names, ops, 100 + seed)
+    with fake_backends(**TAKES):
+        plan, measurer, _ = tune_fake(model, ["fa", "fb"], costs)
+        assert plan.predicted_s == pytest.approx(branchy_space(mod, costs, ["fa", "fb"]),
+                                                 abs=2e-9)
+        part = byoc.partition(mod, plan=plan)
+        assert costs.of(part) == pytest.approx(plan.predicted_s, abs=1e-6)
+        for backends in (["fa"], ["fb"], ["fa", "fb"], ["fb", "fa"]):
+            assert plan.measured_s <= costs.of(byoc.partition(mod, backends)) + 1e-9
+        # the partition computes what the host does
+        x = {"x": __import__("numpy").ones((4, 8), "float32")}
+        got, want = byoc.build(part).run(x)["y"], byoc.build(mod).run(x)["y"]
+        assert (got == want).all()
+
+
+def test_a_single_backend_that_is_fastest_end_to_end_wins():
+    """If the whole model on one backend measures faster end to end than the placement the
+    segments predicted, the plan is that backend alone, and says why."""
+    ops = ["Relu", "Abs", "Relu", "Abs"]
+    names = [f"n{k}" for k in range(4)]
+    costs = Costs({n: {"host": 10.0, "fa": 1.0, "fb": 0.9} for n in names},
+                  {"fa": 0.5, "fb": 0.5}, {"fa": 0.0, "fb": 0.0})
+
+    class Skewed(Costs):  # fb is slower whole than its segments add up to
+        def of(self, part):
+            t = super().of(part)
+            fb = sum(1 for f in part.functions.values() if f.attrs.get("Compiler") == "fb")
+            return t + (10.0 if fb and len(part.main.params) == 1
+                        and part.main.attrs.get("output_names") == ["y"] and
+                        sum(1 for f in part.functions.values() if f.attrs.get("Compiler"))
+                        > 1 else 0.0)
+
+    skewed = Skewed(costs.node, costs.region, costs.copy)
+    with fake_backends(fa={"Relu", "Abs"}, fb={"Relu"}):
+        plan, _, _ = tune_fake(chain_model(ops), ["fa", "fb"], skewed)
+    assert isinstance(plan, Plan)
+    assert plan.measured_s <= min(v for v in plan.data["latency"]["baselines"].values()
+                                  if v is not None) + 1e-9
+
+
+def test_progress_is_reported():
+    ops = ["Relu", "Abs", "Neg"]
+    names = [f"n{k}" for k in range(3)]
+    costs = random_costs(names, dict(zip(names, ops)), 5)
+    seen = []
+    with fake_backends(**TAKES):
+        tune_fake(chain_model(ops), ["fa", "fb"], costs, progress=seen.append)
+    assert seen and seen[-1].message.startswith("done")
+    assert any("pass" in p.message for p in seen)
+    assert all(b.elapsed_s >= a.elapsed_s for a, b in zip(seen, seen[1:]))
