@@ -189,6 +189,8 @@ def read_paths(args) -> list[str]:
     paths = [args.model or default_model_path()]
     for spec in getattr(args, "input", None) or []:
         paths.append(spec.partition("=")[2] or spec)
+    if getattr(args, "plan", None):
+        paths.append(args.plan)
     return paths
 
 

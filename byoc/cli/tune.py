@@ -7,11 +7,14 @@ import time
 
 from .common import (
     backend_list,
-    blas_threads,
+    force_arg,
     load_model,
     model_arg,
     model_inputs,
     one_line,
+    read_paths,
+    threads_arg,
+    threads_of,
 )
 
 
@@ -44,8 +47,10 @@ def cmd_tune(args) -> int:
     import os
 
     from ..errors import InputError
+    from ..files.outputs import check_output_file
     from ..tuning import MeasurementCache, tune
 
+    check_output_file(args.output, args.force, read_paths(args))  # before the work
     path, mod = load_model(args)
     backends = backend_list(args.backend)
     if not backends:
@@ -55,11 +60,11 @@ def cmd_tune(args) -> int:
     if args.atoms < 1:
         raise InputError(f"--atoms must be at least 1, got {args.atoms}")
     inputs = model_inputs(args, mod)
-    with blas_threads(args.threads):
-        plan = tune(mod, backends, inputs, budget=args.budget, atoms=args.atoms,
-                    progress=_Progress(args.quiet), name=os.path.basename(path),
-                    cache=MeasurementCache(enabled=not args.no_cache))
-    plan.save(args.output)
+    plan = tune(mod, backends, inputs, budget=args.budget, atoms=args.atoms,
+                progress=_Progress(args.quiet), name=os.path.basename(path),
+                cache=MeasurementCache(enabled=not args.no_cache), threads=threads_of(args),
+                fallback=args.fallback)
+    plan.save(args.output, force=args.force, protect=read_paths(args))
     print(plan.show())
     print(f"wrote {args.output}")
     return 0
@@ -76,12 +81,16 @@ def register(sub) -> None:
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
                    help="value of a symbolic dim for made-up inputs (default 1)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
+    threads_arg(p)
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help="stop the search after this long with the best plan measured so far")
     p.add_argument("--atoms", type=int, default=24,
                    help="how finely to cut the model (more: finer placement, more to measure)")
     p.add_argument("--no-cache", action="store_true", help="measure everything again")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--fallback", choices=["host", "next"],
+                   help="build and run the chosen plan once so; a region that has to move "
+                        "is moved in the plan, and its moves list says why")
     p.add_argument("-o", "--output", metavar="PLAN.json", required=True)
+    force_arg(p)
     p.set_defaults(fn=cmd_tune)

@@ -64,18 +64,12 @@ def machine() -> dict:
             "cpu_digest": hashlib.sha256(_cpu_id().encode()).hexdigest()[:16]}
 
 
-def thread_setting() -> dict:
-    """The threads each engine may use, as they are set now."""
-    try:
-        from threadpoolctl import threadpool_info
+def thread_setting(threads: int | None = None) -> dict:
+    """The thread setting measurements run under: the count every engine may use
+    (``byoc/runtime/threads.py``; ``threads`` or the default), and the cores there are."""
+    from ..runtime.threads import physical_cores, resolve
 
-        blas = max((p.get("num_threads", 1) for p in threadpool_info()
-                    if p.get("user_api") == "blas"), default=1)
-    except Exception:  # threadpoolctl cannot look: the cores bound it anyway
-        blas = cores()
-    ort = os.environ.get("BYOC_ORT_THREADS", "1")
-    return {"blas": int(blas), "onnxruntime": int(ort) if ort.isdigit() else ort,
-            "byoc": os.environ.get("BYOC_THREADS", ""), "cores": cores()}
+    return {"threads": resolve(threads), "physical_cores": physical_cores(), "cores": cores()}
 
 
 @functools.lru_cache(maxsize=None)

@@ -71,16 +71,20 @@ class Measurer:
 
     def __init__(self, tensors: Mapping[str, np.ndarray], cache: MeasurementCache | None = None,
                  digests: Digests | None = None, *, min_runs: int = 5, min_time: float = 0.05,
-                 max_runs: int = 50, max_time: float = 1.0, check: bool = True):
+                 max_runs: int = 50, max_time: float = 1.0, check: bool = True,
+                 threads: int | None = None):
         self.tensors = tensors
         self.cache = cache if cache is not None else MeasurementCache()
         self.digests = digests or Digests(backend_version)
         self.min_runs, self.min_time = min_runs, min_time
         self.max_runs, self.max_time = max_runs, max_time
         self.check = check
+        from ..runtime.threads import resolve
+
+        self.threads = resolve(threads)  # every build measured uses this count
         self.stats = MeasureStats()
         self.memo: dict[str, dict] = {}  # this session's measurements (the cache may be off)
-        self.environment = json.dumps({"machine": machine(), "threads": thread_setting(),
+        self.environment = json.dumps({"machine": machine(), "threads": thread_setting(self.threads),
                                        "byoc": byoc_source_digest(), "numpy": np.__version__,
                                        "key": KEY_VERSION}, sort_keys=True)
 
@@ -118,7 +122,7 @@ class Measurer:
         import byoc
 
         try:
-            exe = byoc.build(part)
+            exe = byoc.build(part, threads=self.threads)
             outputs = exe.run(feeds)
         except Exception as exc:  # any failure: this candidate cannot run here
             return Measurement(None, _why(exc))
@@ -166,7 +170,7 @@ class Measurer:
             feeds = dict(zip([p.name for p in part.main.params],
                              (self.tensors[n] for n in inputs)))
             try:
-                exe = byoc.build(part)
+                exe = byoc.build(part, threads=self.threads)
                 exe.run(feeds)
                 runners.append((exe, feeds))
                 out.append(None)

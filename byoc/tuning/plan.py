@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import InputError
 
 FORMAT = "byoc-plan"
+_MAX_BYTES = 256 << 20
 VERSION = 1
 HOST = "host"
 
@@ -47,12 +48,11 @@ class Plan:
             return where
         if isinstance(where, dict):
             return cls(where)
+        from ..files.reading import read_regular
+
         path = os.fspath(where)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read(64 << 20)
-        except FileNotFoundError:
-            raise PlanError(f"no plan file {path!r}") from None
+            text = read_regular(path, "plan", max_bytes=_MAX_BYTES, error=PlanError).decode()
         except (OSError, UnicodeDecodeError) as exc:
             raise PlanError(f"cannot read the plan {path!r}: {exc}") from None
         try:
@@ -66,19 +66,14 @@ class Plan:
         of two plans shows the nodes that moved."""
         return _dump(self.data, 0) + "\n"
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the plan beside ``path``, then rename it into place."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-        try:
+    def save(self, path: str | os.PathLike, *, force: bool = True, protect=()) -> None:
+        """Write the plan beside ``path``, then rename it into place (byoc's output rules,
+        ``byoc/files/outputs.py``; ``force=False`` refuses to replace a file)."""
+        from ..files.outputs import output_file
+
+        with output_file(path, force=force, protect=protect) as tmp:
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(self.to_json())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
 
     # -- what people read ----------------------------------------------------------------------
     @property

@@ -59,7 +59,7 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
          atoms: int = DEFAULT_ATOMS, progress: Callable[[Progress], None] | None = None,
          cache: MeasurementCache | None = None, name: str = "", seed: int = 0,
          measurer: Callable[[Mapping[str, np.ndarray]], Measurer] | None = None,
-         fallback: str | None = None) -> Plan:
+         fallback: str | None = None, threads: int | None = None) -> Plan:
     """A measured placement of ``mod`` over ``backends`` (and the host), as a Plan.
 
     ``inputs`` by ONNX name (made up from ``seed`` where missing); ``budget`` in seconds stops
@@ -67,14 +67,17 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     (more: finer placements, more to measure). ``progress`` gets a Progress now and then.
     ``measurer`` makes the Measurer from the captured tensors (a cost model instead of the
     clock, say). ``fallback="next"`` (or ``"host"``) builds and runs the chosen plan once that
-    way, and writes any region that had to move into the plan (``moves``).
+    way, and writes any region that had to move into the plan (``moves``). ``threads``: the
+    count every build measured uses (default: ``byoc.set_threads``, ``$BYOC_THREADS``, cores).
     """
     import byoc
 
     from ..inputs import random_inputs
     from ..runtime.fallback import check_fallback
+    from ..runtime.threads import resolve as resolve_threads
 
     check_fallback(fallback)
+    threads = resolve_threads(threads)
     started = time.perf_counter()
     chosen = resolve(backends)
     if not chosen:
@@ -83,9 +86,10 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     feeds = random_inputs(mod.main, seed=seed, given=dict(inputs or {}))
     digests = Digests(backend_version)
     view = model_view(mod, chosen, digests)
-    run = byoc.build(mod).run(feeds, capture="all")
+    run = byoc.build(mod, threads=threads).run(feeds, capture="all")
     tensors = {**{k: np.asarray(v) for k, v in feeds.items()}, **run.tensors}
-    measurer = measurer(tensors) if measurer else Measurer(tensors, cache, digests)
+    measurer = measurer(tensors) if measurer else Measurer(tensors, cache, digests,
+                                                           threads=threads)
     cuts = cut_atoms(view, tensors, atoms)
     options = option_lists(names)
     labels = [",".join(o) or HOST for o in options]
@@ -140,20 +144,21 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     data["latency"]["measured_s"] = seconds(measured)
     data["search"]["complete"] = result.complete
     if fallback is not None:
-        _record_moves(mod, data, feeds, fallback)
+        _record_moves(mod, data, feeds, fallback, threads)
     report(f"done: {len(data['regions'])} region(s), predicted {_ms(data['latency']['predicted_s'])}"
            f", measured {_ms(measured)}", measured)
     return Plan(data)
 
 
-def _record_moves(mod: IRModule, data: dict, feeds: Mapping, fallback: str) -> None:
+def _record_moves(mod: IRModule, data: dict, feeds: Mapping, fallback: str, threads: int
+                  ) -> None:
     """Build and run the plan once with ``fallback``; a region that moved changes backend in
     the plan, and ``moves`` says from where, to where and why."""
     import byoc
 
     from .apply import apply_plan
 
-    exe = byoc.build(apply_plan(mod, Plan(data)), fallback=fallback)
+    exe = byoc.build(apply_plan(mod, Plan(data)), fallback=fallback, threads=threads)
     exe.run(dict(feeds))
     if not exe.moves and not exe.fallbacks:
         return
@@ -295,7 +300,7 @@ class _Tuner:
                       "nodes": len(view.calls),
                       "inputs": [self._tensor(p.name) for p in self.mod.main.params]},
             "backends": [o[0] for o in self.options if len(o) == 1],
-            "machine": machine(), "threads": thread_setting(),
+            "machine": machine(), "threads": thread_setting(self.measurer.threads),
             "versions": versions([o[0] for o in self.options if len(o) == 1]),
             "search": {"method": "segments-dp", "atoms": n_atoms,
                        "cuts": [view.names[c] for c in self.cuts[1:-1]],

@@ -202,7 +202,7 @@ def test_schema_errors_name_the_field(tmp_path):
     path.write_text("{not json")
     with pytest.raises(PlanError, match="not JSON"):
         Plan.load(path)
-    with pytest.raises(PlanError, match="no plan file"):
+    with pytest.raises(PlanError, match="no such file"):
         Plan.load(tmp_path / "missing.json")
 
 

@@ -98,15 +98,16 @@ def test_cache_off_measures_everything(backends, tmp_path):
 @pytest.mark.parametrize("what", ["threads", "machine", "inputs"])
 def test_keys_change_with_what_decides_a_time(backends, tmp_path, monkeypatch, what):
     cache = MeasurementCache(tmp_path)
-    tune(chain_model(OPS), cache)
+    tune(chain_model(OPS), cache, threads=1)
+    kw = {"threads": 1}
     if what == "threads":
-        monkeypatch.setattr(measure_mod, "thread_setting", lambda: {"blas": 7})
+        kw["threads"] = 3
     elif what == "machine":
         monkeypatch.setattr(measure_mod, "machine", lambda: {"cpu": "another"})
     else:
         global INPUTS
         monkeypatch.setitem(globals(), "INPUTS", {"x": np.ones((4, 8), np.float32)})
-    _, p = tune(chain_model(OPS), cache)
+    _, p = tune(chain_model(OPS), cache, **kw)
     if what == "inputs":  # float values do not decide the time: same shapes, same keys
         assert p.measured == 0
     else:

@@ -83,7 +83,7 @@ def test_the_plan_replays_everywhere(plan_file, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["partition", "--plan", "PLAN", "--backend", "reference"], "drop --backend"),
     (["run", "--plan", "PLAN", "--backend", "reference"], "drop --backend"),
-    (["run", "--plan", "missing.json"], "no plan file"),
+    (["run", "--plan", "missing.json"], "plan: no such file"),
     (["tune", "--backend", "reference", "--budget", "0", "-o", "x.json"], "--budget must be"),
     (["tune", "--backend", "nope", "-o", "x.json"], "unknown backend 'nope'"),
 ])
