@@ -93,3 +93,20 @@ def test_the_cli_says_which_onnxruntime_a_qdq_model_matches(quantized, tmp_path)
     plain = run_cli("run", quantized["paths"]["QOperator"], "--compare", "onnxruntime",
                     cwd=tmp_path)
     assert plain.returncode == 0 and plain.stdout.strip().endswith("matches onnxruntime")
+
+
+@pytest.mark.parametrize("fmt", ["QOperator", "dynamic"])
+def test_every_integer_tensor_equals_onnxruntime_s(quantized, fmt: str) -> None:
+    """Every integer tensor of the model (each QLinearConv, ConvInteger, MatMulInteger,
+    QuantizeLinear, DynamicQuantizeLinear result) bit-equal to onnxruntime run as written."""
+    path, inputs = quantized["paths"][fmt], quantized["input"]
+    model = onnx.shape_inference.infer_shapes(onnx.load(path))
+    integer = {onnx.TensorProto.UINT8, onnx.TensorProto.INT8, onnx.TensorProto.INT32}
+    values = [v for v in model.graph.value_info if v.type.tensor_type.elem_type in integer]
+    assert len(values) >= 9, [v.name for v in values]
+    model.graph.output.extend(values)
+    theirs = onnxruntime_session(model, optimize=False).run([v.name for v in values], inputs)
+    ours = byoc.build(byoc.load_onnx(path)).run(inputs, capture="all").tensors
+    for v, want in zip(values, theirs):
+        assert ours[v.name].dtype == want.dtype, v.name
+        np.testing.assert_array_equal(ours[v.name], want, err_msg=v.name)

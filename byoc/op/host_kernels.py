@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..ir import Call, Function, Span, TensorType, Tuple, TupleGetItem, TupleType, Var
+from ..ir import (Call, Constant, Function, Span, TensorType, Tuple, TupleGetItem, TupleType,
+                  Var)
 from . import onnx_bridge
 
 Kernel = Callable[..., tuple]
@@ -64,6 +65,8 @@ def hand(fn: Callable[..., tuple]) -> KernelFactory:
         attrs = dict(call.attrs)
         attrs["_num_outputs"] = onnx_bridge.num_outputs(call)
         attrs["_threads"] = ctx.threads  # for numpy's BLAS (hold_blas)
+        # Which inputs are constants of the graph: a kernel may prepare those once (``once``).
+        attrs["_constant"] = tuple(isinstance(a, Constant) for a in call.args)
         return functools.partial(fn, attrs)
 
     return factory

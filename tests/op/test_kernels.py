@@ -42,11 +42,12 @@ class Case:
     n_out: int = 1
     ref: str | Callable = ORT  # ORT, REF, or fn(inputs, attrs) -> outputs
     tol: float = 1e-4
+    opset: int = OPSET  # of the model the reference runs (the kernel is the same)
 
 
 def C(op: str, inputs: Inputs, n_out: int = 1, ref: str | Callable = ORT, tol: float = 1e-4,
-      **attrs):  # fmt: skip
-    return Case(op, inputs, attrs, n_out, ref, tol)
+      opset: int = OPSET, **attrs):  # fmt: skip
+    return Case(op, inputs, attrs, n_out, ref, tol, opset)
 
 
 def decode_attrs(node: onnx.NodeProto) -> dict:
@@ -79,7 +80,7 @@ def build(case: Case, inputs: list) -> onnx.ModelProto:
         [node], "g", graph_inputs, [onnx.ValueInfoProto(name=o) for o in outs]
     )
     return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", case.opset)], ir_version=IR_VERSION
     )
 
 

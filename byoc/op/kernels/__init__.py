@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (imported for their @kernel registrations)
     elementwise,
     nn,
     pool,
+    quantized,
     recurrent,
     reduce,
     resize,

@@ -21,33 +21,43 @@ def _im2col(xp: np.ndarray, w: Window) -> np.ndarray:
         *(st * d for st, d in zip(ss, w.dilations)),
         *(st * s for st, s in zip(ss, w.strides)),
     )
-    return as_strided(xp, shape, strides, writeable=False)
+    if not xp.flags.c_contiguous:
+        return as_strided(xp, shape, strides, writeable=False)
+    view = np.ndarray(shape, xp.dtype, xp, 0, strides)  # as_strided costs 5 us of Python
+    view.flags.writeable = False
+    return view
 
 
 _IM2COL_BYTES = 32 << 20  # above this, im2col is built one band of output rows at a time
 
 
-def _im2col_matmul(attrs: dict, xp: np.ndarray, wt: np.ndarray, w: Window, group: int
-                   ) -> np.ndarray:
+def _im2col_matmul(attrs: dict, xp: np.ndarray, wt: np.ndarray, w: Window, group: int,
+                   product=np.matmul, columns=None) -> np.ndarray:
     """Grouped conv as (G, Mg, Cg*K) @ (N, G, Cg*K, O): reshaping the strided view is the
-    im2col copy, and one batched matmul covers every (sample, group) pair."""
+    im2col copy, and one batched matmul covers every (sample, group) pair. ``product`` is that
+    matmul and ``columns(view)`` the copy (the integer convs pass ones that stay exact and take
+    the zero point off as they copy)."""
     n, c = xp.shape[:2]
     m, cg = wt.shape[:2]
     taps_k = math.prod(w.kernel)
     hold_blas(attrs, m // group * cg * taps_k * math.prod(w.out))
     wg = wt.reshape(group, m // group, cg * taps_k)
     view = _im2col(xp, w)
+    copy = columns or (lambda v: v)
     rows, rest = w.out[0], math.prod(w.out[1:])
-    band = max(1, _IM2COL_BYTES // max(1, n * c * taps_k * rest * xp.itemsize))
+    itemsize = max(xp.itemsize, wt.itemsize)  # of the columns
+    band = max(1, _IM2COL_BYTES // max(1, n * c * taps_k * rest * itemsize))
     if band >= rows:
-        return np.matmul(wg, view.reshape(n, group, cg * taps_k, -1)).reshape(n, m, *w.out)
-    y = np.empty((n, group, m // group, rows, rest), dtype=np.result_type(xp, wt))
+        return product(wg, copy(view).reshape(n, group, cg * taps_k, -1)).reshape(n, m, *w.out)
+    y = None
     row_axis = 2 + len(w.kernel)
     for r0 in range(0, rows, band):
         r1 = min(rows, r0 + band)
-        part = view[(slice(None),) * row_axis + (slice(r0, r1),)]
-        cols = part.reshape(n, group, cg * taps_k, (r1 - r0) * rest)
-        y[:, :, :, r0:r1] = np.matmul(wg, cols).reshape(n, group, m // group, r1 - r0, rest)
+        part = copy(view[(slice(None),) * row_axis + (slice(r0, r1),)])
+        cols = product(wg, part.reshape(n, group, cg * taps_k, (r1 - r0) * rest))
+        if y is None:
+            y = np.empty((n, group, m // group, rows, rest), dtype=cols.dtype)
+        y[:, :, :, r0:r1] = cols.reshape(n, group, m // group, r1 - r0, rest)
     return y.reshape(n, m, *w.out)
 
 
