@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .errors import InputError
-from .ir import Call, Function, TensorType, Var, post_order
+from .ir import DEFAULTS, Call, Function, TensorType, Var, post_order
 from .runtime.limits import too_big
 
 
@@ -21,7 +21,8 @@ def concrete_shape(name: str, t: TensorType, dims: Mapping[str, int], default: i
 
 def random_inputs(func: Function, dims: Mapping[str, int] | None = None, seed: int = 0,
                   given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for every parameter not in ``given``: normal floats, small ints, bools."""
+    """Seeded inputs for every parameter not in ``given``: normal floats, small ints, bools;
+    none for a parameter with a default (``DEFAULTS``), which the run takes instead."""
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     given = dict(given or {})
@@ -33,9 +34,12 @@ def random_inputs(func: Function, dims: Mapping[str, int] | None = None, seed: i
                     dims.setdefault(d, n)
     out: dict[str, np.ndarray] = {}
     index_bounds = _index_bounds(func)
+    defaults = func.attrs.get(DEFAULTS) or {}
     for p in func.params:
         if p.name in given:
             out[p.name] = given[p.name]
+            continue
+        if p.name in defaults:  # the model's own value, not a made-up one
             continue
         t = p.type
         if not isinstance(t, TensorType) or t.dtype is None:

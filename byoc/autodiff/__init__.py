@@ -4,8 +4,9 @@
     out = byoc.build(grad_mod).run({"x": x, "w1": w1, "b1": b1})
     out["loss"], out["grad:w1"], out["grad:b1"]
 
-Initializers named in ``wrt`` become parameters of the new main under their own names, so a
-training loop feeds the current weights; the gradients follow main's outputs, named
+Initializers named in ``wrt`` become parameters of the new main under their own names, their
+stored values kept as defaults (``byoc.ir.DEFAULTS``): ``run({"x": x})`` uses the model's
+weights, and a training loop feeds the current ones; the gradients follow main's outputs, named
 ``grad:<name>``.
 
 ``reverse`` holds the algorithm, ``rules/`` one gradient rule per op (read by the op registry

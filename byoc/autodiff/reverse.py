@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ModelError
-from ..ir import (Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple, TupleGetItem,
-                  TupleType, Type, Var, children, post_order, rewrite)
+from ..ir import (DEFAULTS, Call, Constant, Expr, Function, IRModule, Span, TensorType, Tuple,
+                  TupleGetItem, TupleType, Type, Var, children, post_order, rewrite)
 from ..op import make_call, registry
 from .recompute import recompute_elementwise
 from .rule import Backward, GradientError
@@ -42,7 +42,9 @@ def gradient(mod: IRModule, loss: str, wrt: Sequence[str], *,
 
     ``wrt`` names parameters of main or initializers (named Constants). Initializers named in
     ``wrt`` become parameters of the new main, with the same names and types, after the
-    original parameters, so a training loop feeds the current weights each step. Gradients
+    original parameters, their stored values kept as defaults (``DEFAULTS``, as ONNX has an
+    initializer that is also a graph input): a run with only the data inputs uses them, and a
+    training loop feeds the current weights each step instead. Gradients
     follow the outputs in the order they are complete (``completion_order``), so find them by
     name. The loss is seeded with ones of its shape: a non-scalar loss differentiates the sum
     of its elements.
@@ -59,7 +61,7 @@ def gradient(mod: IRModule, loss: str, wrt: Sequence[str], *,
     wrt = list(wrt)
     if len(set(wrt)) != len(wrt):
         raise ModelError(f"wrt names a value twice: {wrt}")
-    outs, params, targets = _lift_initializers(main, outs, wrt)
+    outs, params, targets, stored = _lift_initializers(main, outs, wrt)
     for v in targets:
         if not _is_float(v.type):
             raise ModelError(f"wrt {v.name!r} is {v.type}: only floating-point values have "
@@ -73,6 +75,8 @@ def gradient(mod: IRModule, loss: str, wrt: Sequence[str], *,
         grads = recompute_elementwise(outs, grads)
     order = completion_order(loss_expr, targets)
     attrs = {**main.attrs, "output_names": names + [f"grad:{wrt[k]}" for k in order]}
+    if stored:
+        attrs[DEFAULTS] = {**(main.attrs.get(DEFAULTS) or {}), **stored}
     body = Tuple(tuple(outs + [grads[k] for k in order]))
     return mod.with_function("main", Function(tuple(params), body, attrs))
 
@@ -102,16 +106,18 @@ def _outputs(main: Function) -> list[Expr]:
 
 
 def _lift_initializers(main: Function, outs: list[Expr], wrt: list[str]
-                       ) -> tuple[list[Expr], list[Var], list[Var]]:
-    """Outputs and parameters with the initializers in ``wrt`` turned into parameters, and the
-    Var of every ``wrt`` name."""
+                       ) -> tuple[list[Expr], list[Var], list[Var], dict[str, np.ndarray]]:
+    """Outputs and parameters with the initializers in ``wrt`` turned into parameters, the
+    Var of every ``wrt`` name, and the stored value of each initializer lifted."""
     by_name = {p.name: p for p in main.params}
     wanted = {n for n in wrt if n not in by_name}
     lifted: dict[str, Var] = {}
+    stored: dict[str, np.ndarray] = {}
     if wanted:
         for e in post_order(outs):
             if isinstance(e, Constant) and e.name in wanted and e.name not in lifted:
                 lifted[e.name] = Var(e.name, e.type)
+                stored[e.name] = e.value
         missing = [n for n in wrt if n not in by_name and n not in lifted]
         if missing:
             raise ModelError(f"wrt {missing[0]!r} is neither a parameter of main nor an "
@@ -125,7 +131,7 @@ def _lift_initializers(main: Function, outs: list[Expr], wrt: list[str]
         outs, _ = rewrite(outs, swap)
     params = list(main.params) + [lifted[n] for n in wrt if n in lifted]
     targets = [by_name[n] if n in by_name else lifted[n] for n in wrt]
-    return outs, params, targets
+    return outs, params, targets, stored
 
 
 def _is_float(t: Type) -> bool:

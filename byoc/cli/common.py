@@ -71,7 +71,9 @@ def hint_made_up(exc: Exception, args, mod) -> Exception:
     what a model accepts (a sample rate, a minimum length), and the fix is the real input."""
     import byoc
 
-    given = {spec.partition("=")[0] for spec in args.input}
+    from ..ir import DEFAULTS
+
+    given = {spec.partition("=")[0] for spec in args.input} | set(mod.main.attrs.get(DEFAULTS) or ())
     made_up = [p.name for p in mod.main.params if p.name not in given]
     if not made_up:
         return exc

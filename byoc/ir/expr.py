@@ -140,9 +140,16 @@ class TupleGetItem(Expr):
         return getattr(self.tuple_value, "span", None)
 
 
+#: ``Function.attrs[DEFAULTS]``: {parameter name: array}, the value a parameter takes when a run
+#: does not feed it (ONNX's graph input that also has an initializer; ``byoc.gradient``'s
+#: weights). Exported back to ONNX as initializers of those inputs.
+DEFAULTS = "defaults"
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Function(Expr):
-    """A function: parameters and a body. ``attrs`` carry e.g. Compiler, global_symbol."""
+    """A function: parameters and a body. ``attrs`` carry e.g. Compiler, global_symbol,
+    DEFAULTS."""
 
     params: tuple[Var, ...]
     body: Expr

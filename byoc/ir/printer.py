@@ -56,6 +56,9 @@ class _Printer:
             return quote(value) if not _PLAIN.match(value) else f'"{value}"'
         if isinstance(value, (list, tuple)):
             return "[" + ", ".join(self.attr(v, indent) for v in value) + "]"
+        if isinstance(value, dict):  # DEFAULTS: {parameter name: array}
+            return "{" + ", ".join(f"{self.attr(k, indent)}: {self.attr(v, indent)}"
+                                   for k, v in value.items()) + "}"
         return repr(value)
 
     def function(self, name: str, func: Function, indent: str) -> str:

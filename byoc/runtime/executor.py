@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, KernelError
-from ..ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType
+from ..ir import DEFAULTS, Call, Function, GlobalVar, IRModule, TensorType, TupleType
 from ..op import registry
 from ..op.host_kernels import KernelContext
 from .devices import HOST, CopyStats
@@ -298,18 +298,20 @@ def _first_line(exc: BaseException) -> str:
 
 
 def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
-    """Main's arguments from named inputs, refused with a clear error when they do not fit."""
+    """Main's arguments from named inputs, refused with a clear error when they do not fit; a
+    parameter with a default (``DEFAULTS``) takes it when not fed."""
     names = [p.name for p in func.params]
     unknown = [k for k in inputs if k not in names]
     if unknown:
         raise InputError(f"unknown input {unknown[0]!r}; the model's inputs are {names}")
-    missing = [n for n in names if n not in inputs]
+    defaults = func.attrs.get(DEFAULTS) or {}
+    missing = [n for n in names if n not in inputs and n not in defaults]
     if missing:
         raise InputError(f"missing input {missing[0]!r}; the model's inputs are {names}")
     bound: dict[str, tuple[int, str]] = {}
     args = []
     for p in func.params:
-        value = inputs[p.name]
+        value = inputs[p.name] if p.name in inputs else defaults[p.name]
         t = p.type
         if not isinstance(t, TensorType):  # sequences, optionals: passed through as they are
             args.append(value)

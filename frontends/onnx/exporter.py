@@ -7,11 +7,13 @@ If/Loop/Scan refer to their captured outer values by the outer names, as ONNX su
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from byoc.ir import (Call, Constant, Expr, Function, GlobalVar, IRModule, TensorType, Tuple,
+from byoc.ir import (DEFAULTS, Call, Constant, Expr, Function, GlobalVar, IRModule, TensorType, Tuple,
                      TupleGetItem, Var, post_order)
+from byoc.analysis.names import unique
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 
 
@@ -51,12 +53,15 @@ def function_to_graph(func: Function, name: str = "main", *, names: _Names | Non
     value_name: dict[Expr, str] = {}
     call_outs: dict[Expr, list[str]] = {}
     inputs, nodes, inits = [], [], []
+    defaults = func.attrs.get(DEFAULTS) or {}
     for k, p in enumerate(func.params):
         if p in captured:
             value_name[p] = captured[p]
             continue
         value_name[p] = names.take(input_names[k] if input_names else p.name)
         inputs.append(helper.make_value_info(value_name[p], onnx_bridge.type_to_proto(p.type)))
+        if p.name in defaults:  # an input with an initializer: ONNX's overridable default
+            inits.append(numpy_helper.from_array(np.asarray(defaults[p.name]), value_name[p]))
 
     body = func.body
     outs = list(body.fields) if isinstance(body, Tuple) else [body]
@@ -87,6 +92,12 @@ def function_to_graph(func: Function, name: str = "main", *, names: _Names | Non
             have = final
         tp = onnx_bridge.type_to_proto(e.type) if isinstance(e.type, TensorType) else onnx.TypeProto()
         outputs.append(helper.make_value_info(have, tp))
+    # Node names unique in the graph, as onnxruntime insists: the nodes byoc.gradient adds
+    # share the span of the forward node they belong to ("fc/grad").
+    taken: set[str] = set()
+    for node in nodes:
+        if node.name:
+            node.name = unique(node.name, taken)
     return helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
 
 

@@ -48,6 +48,38 @@ def test_initializers_become_parameters_with_their_names():
     np.testing.assert_allclose(out["grad:b"], (z > 0).sum(0))
 
 
+def test_lifted_weights_keep_their_stored_values_as_defaults(tmp_path):
+    """As ONNX has an initializer that is also a graph input: a run with only the data inputs
+    uses the model's weights, a fed weight overrides its default, and the exported model
+    carries the defaults as initializers (onnxruntime runs it with x alone)."""
+    from byoc.compare import onnxruntime_session
+    from byoc.ir import DEFAULTS
+
+    model = _mlp_model()
+    stored = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    g = byoc.gradient(byoc.load_onnx(model), loss="loss", wrt=["W", "b"])
+    assert sorted(g.main.attrs[DEFAULTS]) == ["W", "b"]
+    exe = byoc.build(g)
+    x = np.random.default_rng(1).normal(size=(5, 3))
+    z = x @ stored["W"] + stored["b"]
+    out = exe.run({"x": x})
+    np.testing.assert_allclose(out["loss"], np.maximum(z, 0).sum())
+    np.testing.assert_allclose(out["grad:W"], x.T @ (z > 0))
+    W = np.ones((3, 2))
+    z2 = x @ W + stored["b"]
+    out = exe.run({"x": x, "W": W})  # one weight fed, the other its default
+    np.testing.assert_allclose(out["loss"], np.maximum(z2, 0).sum())
+    np.testing.assert_allclose(out["grad:W"], x.T @ (z2 > 0))
+    assert "defaults={" in g.astext()
+    exported = byoc.to_onnx(g)
+    assert sorted(t.name for t in exported.graph.initializer if t.name in "Wb") == ["W", "b"]
+    theirs = onnxruntime_session(exported, optimize=False).run(["loss", "grad:W"], {"x": x})
+    np.testing.assert_allclose(theirs[0], np.maximum(z, 0).sum())
+    np.testing.assert_allclose(theirs[1], x.T @ (z > 0))
+    with pytest.raises(byoc.InputError, match="missing input 'x'"):
+        exe.run({"W": W})
+
+
 def test_a_symbolic_batch_dim_is_handled_at_build_time():
     g = byoc.gradient(byoc.load_onnx(_mlp_model()), loss="loss", wrt=["b"])
     ops = [e.op for e in post_order(g.main.body) if isinstance(e, Call)]
