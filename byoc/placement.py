@@ -27,8 +27,11 @@ def _calls(func: Function) -> int:
     return count
 
 
-def placement(mod: IRModule, times: dict[str, float] | None = None) -> dict[str, dict]:
-    """Nodes (and, given a debug run's times by span, seconds) per backend."""
+def placement(mod: IRModule, times: dict[str, float] | None = None,
+              total_s: float | None = None) -> dict[str, dict]:
+    """Nodes (and, given a debug run's times by span, seconds) per backend. Given the call's
+    wall time too, the rest of it (the executor's work between nodes) is an "executor" row, and
+    the shares are of that whole call, so the rows add up to it."""
     nodes: Counter[str] = Counter()
     seconds: Counter[str] = Counter()
     region_backend = {name: f.attrs["Compiler"] for name, f in mod.functions.items()
@@ -46,13 +49,15 @@ def placement(mod: IRModule, times: dict[str, float] | None = None) -> dict[str,
             seconds["copies"] += t
         else:
             seconds["host"] += t
+    if times is not None and total_s is not None:
+        seconds["executor"] = max(0.0, total_s - sum(seconds.values()))
     total_nodes = sum(nodes.values()) or 1
     total_time = sum(seconds.values()) or 1.0
     out: dict[str, dict] = {}
-    order = {"host": 1, "copies": 2}
+    order = {"host": 1, "copies": 2, "executor": 3}
     for where in sorted(set(nodes) | set(seconds), key=lambda w: (order.get(w, 0), w)):
         row: dict = {}
-        if where != "copies":
+        if where not in ("copies", "executor"):
             row["nodes"] = nodes[where]
             row["node_share"] = nodes[where] / total_nodes
         if times is not None:
@@ -62,16 +67,19 @@ def placement(mod: IRModule, times: dict[str, float] | None = None) -> dict[str,
     return out
 
 
-def format_placement(rows: dict[str, dict]) -> str:
-    """One line per place: 'ccompiler  30 nodes (91%)  4.1 ms (88% of the time)'."""
+def format_placement(rows: dict[str, dict], indent: str = "  ") -> str:
+    """One line per place: 'ccompiler  30 nodes (91%)  4.1 ms (88% of the time)'; the executor's
+    row says what it is."""
     lines = []
     for where, row in rows.items():
-        text = f"  {where:<12}"
+        text = f"{indent}{where:<12}"
         if "nodes" in row:
-            text += f"{row['nodes']:>6} nodes ({row['node_share']:.0%})"
+            text += f"{row['nodes']:>6} nodes " + f"({row['node_share']:.0%})".ljust(6)
         else:
             text += " " * 19
         if "time_s" in row:
             text += f"  {row['time_s'] * 1e3:8.2f} ms ({row['time_share']:.0%} of the time)"
+        if where == "executor":
+            text += "  between the nodes"
         lines.append(text)
     return "\n".join(lines)

@@ -72,7 +72,8 @@ def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) 
 
 def format_profile(report: dict) -> str:
     """A plain-text table: where the time went, the ten hot spots, copies per boundary."""
-    lines = [f"total {report['total_s'] * 1e3:.3f} ms (median of {report['repeat']} runs)", "",
+    lines = [f"time in the nodes: {report['total_s'] * 1e3:.3f} ms a call (medians of "
+             f"{report['repeat']} calls, each node timed; time between the nodes not counted)", "",
              f"{'where':<16}{'nodes':>7}{'ms':>11}{'share':>8}"]
     for where, row in sorted(report["where"].items(), key=lambda kv: -kv[1]["time_s"]):
         lines.append(f"{where:<16}{row['nodes']:>7}{row['time_s'] * 1e3:>11.3f}{row['share']:>8.1%}")

@@ -13,8 +13,11 @@ first, then each body's in the order its parent runs (parents before children). 
 nodes (an If, Loop or Scan counts as one host node of its parent) in main and in all bodies.
 
 Bytes are what crosses a region's boundary per run (its arguments and results), from the types,
-a symbolic dim (batch) counted as 1; None where a dim is unknown. Bound constants do not cross,
-so they do not count.
+a symbolic dim (batch) counted as 1 and named in ``bytes_symbolic`` (the table marks such sizes
+with ``*``); None where a dim is unknown. Bound constants do not cross, so they do not count.
+
+The table fits ``WIDTH`` columns: long names are shortened in the middle (a region keeps its
+backend and its hash); the JSON has them whole.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ def partition_report(mod: IRModule) -> dict:
                     "op_types": dict(Counter(c.op_name for c in calls)),
                     "bytes_in": _total(p.type for p in func.params),
                     "bytes_out": _total([func.ret_type]),
+                    "bytes_symbolic": _symbolic([*(p.type for p in func.params),
+                                                 func.ret_type]),
                 })
         found = [node_key(c) for c in host_calls(order)]
         host.extend(found)
@@ -94,17 +99,46 @@ def _total(types) -> int | None:
     return total
 
 
+def _symbolic(types) -> list[str]:
+    """The symbolic dims (names) in these types, sorted."""
+    names: set[str] = set()
+    for t in types:
+        for f in (t.fields if isinstance(t, TupleType) else (t,)):
+            if isinstance(f, TensorType) and f.shape is not None:
+                names.update(d for d in f.shape if isinstance(d, str))
+    return sorted(names)
+
+
+WIDTH = 120  # columns the table fits in
+HEADER = ("region", "backend", "nodes", "op types", "inputs", "outputs", "bytes in/out")
+# The narrowest each column gets to fit WIDTH (None: never shortened). A region's name keeps
+# room for its backend, the start of its first node and its hash.
+FLOORS = (30, 9, None, 12, 12, 12, None)
+
+
 def format_table(report: dict, explain: bool = False) -> str:
-    """The report as a table, one region a row; with ``explain``, each host node and why."""
-    rows = [("region", "backend", "nodes", "op types", "inputs", "outputs", "bytes in/out")]
+    """The report as a table, one region a row, at most ``WIDTH`` columns; with ``explain``,
+    each host node and why."""
+    rows: list[tuple[tuple[str, str], ...]] = [tuple((h, "") for h in HEADER)]
+    symbolic: set[str] = set()
     for r in report["regions"]:
         ops = ", ".join(f"{n} {op}" if n > 1 else op for op, n in
                         sorted(r["op_types"].items(), key=lambda kv: (-kv[1], kv[0])))
-        rows.append((r["name"], str(r["backend"]), str(len(r["nodes"])), _clip(ops, 40),
-                     _names(r["inputs"]), _names(r["outputs"]),
-                     f"{_size(r['bytes_in'])} / {_size(r['bytes_out'])}"))
-    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+        marked = "*" if r.get("bytes_symbolic") else ""
+        symbolic.update(r.get("bytes_symbolic") or ())
+        # Each cell is (text that may be shortened, suffix kept whole).
+        rows.append(((show(r["name"]), ""), (show(str(r["backend"])), ""),
+                     (str(len(r["nodes"])), ""), (ops, ""), _names(r["inputs"]),
+                     _names(r["outputs"]),
+                     (f"{_size(r['bytes_in'])} / {_size(r['bytes_out'])}{marked}", "")))
+    widths = _fit([[len(a) + len(b) for a, b in column] for column in zip(*rows)])
+    lines = ["  ".join(_shorten(text, w - len(suffix)).__add__(suffix).ljust(w)
+                       for (text, suffix), w in zip(row, widths)).rstrip() for row in rows]
+    if symbolic:
+        named = ", ".join(show(d) for d in sorted(symbolic)[:4])
+        more = f" and {len(symbolic) - 4} more" if len(symbolic) > 4 else ""
+        lines.append(_shorten(f"* sizes with the symbolic dims ({named}{more}) counted as 1",
+                              WIDTH))
     offloaded = sum(len(r["nodes"]) for r in report["regions"])
     total = offloaded + len(report["host_nodes"])
     lines.append(f"{len(report['regions'])} region(s); {offloaded} of {total} nodes offloaded, "
@@ -126,15 +160,35 @@ def offload_share(report: dict, where: str = "bodies") -> float:
     return count["offloaded"] / count["nodes"] if count["nodes"] else 0.0
 
 
-def _names(names: list[str]) -> str:
+def _names(names: list[str]) -> tuple[str, str]:
+    """The first name (to shorten if need be) and how many more there are."""
     if not names:
-        return "-"
-    more = f" (+{len(names) - 1})" if len(names) > 1 else ""
-    return _clip(show(names[0]), 24) + more
+        return "-", ""
+    return show(names[0]), f" (+{len(names) - 1})" if len(names) > 1 else ""
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+def _fit(lengths: list[list[int]], gap: int = 2) -> list[int]:
+    """Column widths: each column's longest cell, the one furthest above its floor (``FLOORS``)
+    cut one at a time until the row fits ``WIDTH``."""
+    widths = [max(column) for column in lengths]
+    floor = [w if f is None else min(w, max(f, len(h)))
+             for h, f, w in zip(HEADER, FLOORS, widths)]
+    while sum(widths) + gap * (len(widths) - 1) > WIDTH:
+        k = max(range(len(widths)), key=lambda i: widths[i] - floor[i])
+        if widths[k] <= floor[k]:
+            break  # nothing left to give: the fixed columns alone are wider
+        widths[k] -= 1
+    return widths
+
+
+def _shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: cut in the middle, where names are alike."""
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[:width]
+    keep = width - 3
+    return text[:keep - keep // 2] + "..." + text[len(text) - keep // 2:]
 
 
 def _size(n: int | None) -> str:

@@ -25,7 +25,8 @@ def test_run_with_no_model_runs_the_embedded_one_and_matches_onnxruntime():
     assert result["ok"] is True
     out = result["outputs"]["probabilities"]
     assert out["shape"] == [1, 10] and out["dtype"] == "float32" and out["rel_err"] <= 1e-4
-    assert set(result) == {"ok", "outputs", "time_s", "threads"}
+    assert set(result) == {"ok", "outputs", "first_call_s", "steady_state_s",
+                           "steady_state_calls", "threads"}
 
 
 def test_bare_byoc_does_the_main_job():

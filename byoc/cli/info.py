@@ -20,11 +20,14 @@ def cmd_info(args) -> int:
             if isinstance(e, Call):
                 ops[e.op_name] += 1
                 stack.extend(v for v in e.attrs.values() if isinstance(v, Function))
-    opsets = mod.attrs.get("opset_imports", {})
+    opsets = mod.attrs.get("opset_imports", {})  # as byoc runs the model
+    declared = mod.attrs.get("declared_opsets", opsets)  # as the file says
     info = {
         "model": path,
         "opset": opsets.get("", None),
         "opset_imports": opsets,
+        "declared_opset": declared.get("", None),
+        "declared_opset_imports": declared,
         "nodes": sum(ops.values()),
         "ops": dict(ops.most_common()),
         "inputs": {p.name: str(p.type) for p in mod.main.params},
@@ -38,8 +41,8 @@ def cmd_info(args) -> int:
         print(json.dumps(info, indent=2))
         return 0
     print(f"model   {path}")
-    print(f"opset   {info['opset']}" + (f"  (also {', '.join(f'{d} {v}' for d, v in opsets.items() if d)})"
-                                       if len(opsets) > 1 else ""))
+    print(f"opset   declared {_opsets(declared)}")
+    print(f"        {_runs_at(declared.get(''), opsets.get(''))}")
     print(f"nodes   {info['nodes']}")
     print("inputs")
     for n, t in info["inputs"].items():
@@ -52,6 +55,25 @@ def cmd_info(args) -> int:
     for op, n in ops.most_common():
         print(f"  {op:<{width}}  {n}")
     return 0
+
+
+def _opsets(opsets: dict[str, int]) -> str:
+    """"17 (also com.microsoft 1)": the default domain's opset, then the others."""
+    others = ", ".join(f"{show(d)} {v}" for d, v in opsets.items() if d)
+    return f"{opsets.get('', '-')}" + (f" (also {others})" if others else "")
+
+
+def _runs_at(declared: int | None, running: int | None) -> str:
+    from ..op import CANONICAL_OPSET
+
+    if running is None:
+        return "runs with no default-domain opset"
+    if declared == running == CANONICAL_OPSET:
+        return f"runs at {running}, as declared"
+    if declared != running:
+        return f"runs at {running}: byoc upgraded it on import (onnx's version converter)"
+    return (f"runs at {running}: onnx's version converter could not upgrade it to "
+            f"{CANONICAL_OPSET}, so its ops run as opset {running} defines them")
 
 
 def register(sub) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 
 from .common import (
@@ -55,11 +56,21 @@ def cmd_run(args) -> int:
         raise hint_made_up(exc, args, mod) from None
     elapsed = time.perf_counter() - start
     exe = settled(exe, prepared, args)
-    result: dict = {"ok": True, "outputs": {}, "time_s": elapsed, "threads": exe.threads}
+    calls, timed, times = steady_state(exe, inputs)
+    wall = statistics.median(calls)
+    result: dict = {"ok": True, "outputs": {}, "first_call_s": elapsed, "steady_state_s": wall,
+                    "steady_state_calls": len(calls), "threads": exe.threads}
     if exe.fallbacks:
         result["fallbacks"] = exe.fallbacks
-    if backends:  # where it ran, timed on a second run with per-node times
-        result["placement"] = placement(exe.mod, exe.run(inputs, capture=[]).times)
+    if backends or len(exe.mod.functions) > 1:
+        # The steady state split by the shares measured in the calls timed node by node (which
+        # are slower): the rows add up to the steady state.
+        rows = placement(exe.mod, times, total_s=max(statistics.median(timed),
+                                                     sum(times.values())))
+        for row in rows.values():
+            if "time_s" in row:
+                row["time_s"] = row["time_share"] * wall
+        result["placement"] = rows
     report = None
     if args.profile or args.trace:
         from ..profile import profile, write_chrome_trace
@@ -101,10 +112,16 @@ def cmd_run(args) -> int:
     else:
         where = ", ".join(backends) if backends else (
             f"the plan {args.plan}" if args.plan else "host")
-        print(f"ran {os.path.basename(path)} on {where} in {elapsed * 1000:.1f} ms "
-              f"({exe.threads} thread{'s' if exe.threads > 1 else ''})")
+        print(f"ran {os.path.basename(path)} on {where} ({exe.threads} thread"
+              f"{'s' if exe.threads > 1 else ''})")
+        print(f"  first call    {_ms(elapsed)}  (one-time work included: builds for these "
+              f"input shapes)")
+        print(f"  steady state  {_ms(wall)}  (the median of {len(calls)} call"
+              f"{'s' if len(calls) > 1 else ''} after it)")
         if "placement" in result:
-            print(format_placement(result["placement"]))
+            print("  the steady state by where it runs (shares from calls timed node by node):")
+            print(format_placement(result["placement"], indent="    "))
+        print("outputs")
         for name, o in result["outputs"].items():
             line = f"  {show(name)}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
             if comparisons is not None:
@@ -120,6 +137,31 @@ def cmd_run(args) -> int:
             print()
             print(format_profile(report))
     return 0 if result["ok"] else 1
+
+
+def steady_state(exe, inputs, calls: int = 10, budget_s: float = 1.0
+                 ) -> tuple[list[float], list[float], dict[str, float]]:
+    """The calls after the first: the seconds of each (up to ``calls`` within ``budget_s``, at
+    least one); as many again timed node by node, interleaved with them (timing each node
+    slows a call, so those are not the calls timed whole): their seconds, and each node's
+    median. What a call takes beyond its nodes is the executor's, between them."""
+    whole: list[float] = []
+    timed: list[float] = []
+    by_node: list[dict[str, float]] = []
+    start = time.perf_counter()
+    while not whole or (len(whole) < calls and time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        exe.run(inputs)
+        t1 = time.perf_counter()
+        by_node.append(exe.run(inputs, capture=[]).times)
+        timed.append(time.perf_counter() - t1)
+        whole.append(t1 - t0)
+    nodes = {name: statistics.median(t.get(name, 0.0) for t in by_node) for name in by_node[0]}
+    return whole, timed, nodes
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:10.2f} ms"
 
 
 def register(sub) -> None:

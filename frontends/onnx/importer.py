@@ -616,6 +616,8 @@ def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) ->
         if prepare_external_data(model, base_dir):
             data = None  # attribute tensors were filled in: the bytes are not the model's now
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    # The opsets as the file declares them (``opset_imports``: as byoc runs it, upgraded).
+    declared = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
     if opset is not None and opset > CANONICAL_OPSET:
         raise ModelError(f"opset {opset} is newer than the newest this byoc supports "
                          f"({CANONICAL_OPSET})")
@@ -630,7 +632,9 @@ def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) ->
         data = None
     if infer_shapes:
         model = shape_inference.infer_shapes(model, data)
-    return Importer(model, spans=spans, base_dir=base_dir).run()
+    mod = Importer(model, spans=spans, base_dir=base_dir).run()
+    mod.attrs["declared_opsets"] = declared
+    return mod
 
 
 def _serialized(model: onnx.ModelProto) -> bytes | None:

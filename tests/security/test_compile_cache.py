@@ -298,7 +298,7 @@ def test_fallback_host_when_a_build_per_shape_fails_at_the_first_call(tmp_path) 
              env={"CC": str(_fake_cc(tmp_path))})
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
-    assert result["ok"] and list(result["placement"]) == ["host"], result
+    assert result["ok"] and list(result["placement"]) == ["host", "executor"], result
     assert result["placement"]["host"]["nodes"] == 8  # plain_model's nodes
     (line,) = r.stderr.splitlines()
     assert "runs on the host: ccompiler cannot build it: " in line, line
