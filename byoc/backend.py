@@ -7,7 +7,8 @@
 ``supports`` is a set of op names and predicates ``call -> True | reason``: a call is taken when
 its op is one of the names (if any are given) and every predicate says True. ``all_of``,
 ``any_of`` and ``dtypes`` combine predicates. ``compile(function)`` returns a callable from
-arrays to a tuple of arrays.
+arrays to a tuple of arrays. ``prefetch(calls)``, if given, is shown every call of a graph before
+they are checked one by one, so a backend whose answer is costly can ask its engine in a batch.
 
 A backend is found by name, the first time it is asked for: registered already; else a built-in
 one (a package ``byoc.backends.<name>`` whose ``register()`` registers it); else the entry point
@@ -21,7 +22,7 @@ import importlib.metadata
 import importlib.util
 import pkgutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -61,6 +62,7 @@ class Backend:
     device: str = "cpu"
     bind_constants: bool = True
     reject_region: Callable[[Function], bool | str | None] | None = None
+    prefetch: Callable[[Sequence[Call]], None] | None = None
 
     def check(self, call: Call) -> bool | str:
         """True if this backend takes ``call``, else the reason it does not."""
@@ -72,6 +74,16 @@ class Backend:
         if verdict is True:
             return True
         return verdict if isinstance(verdict, str) and verdict else "not supported"
+
+    def prepare(self, calls: Sequence[Call]) -> None:
+        """Show the backend every call it may be asked about (its ``prefetch`` hook)."""
+        if self.prefetch is None:
+            return
+        try:
+            self.prefetch(calls)
+        except Exception as exc:
+            raise BackendError(f"backend {self.name!r}: prefetch raised {type(exc).__name__}: "
+                               f"{exc}") from exc
 
 
 # -- predicates ---------------------------------------------------------------------------------
@@ -177,14 +189,15 @@ _LOCK = threading.RLock()
 def register_backend(name: str, *, supports: Supports, compile: Callable[[Function], Callable],
                      patterns: Iterable[tuple] = (), device: str = "cpu",
                      bind_constants: bool = True,
-                     reject_region: Callable[[Function], bool | str | None] | None = None
-                     ) -> Backend:
+                     reject_region: Callable[[Function], bool | str | None] | None = None,
+                     prefetch: Callable[[Sequence[Call]], None] | None = None) -> Backend:
     """Register a backend under ``name`` and return it.
 
     ``patterns`` are ``(name, pattern)`` or ``(name, pattern, check)``: composites this backend
     fuses, tried in order. ``reject_region(function)`` may send a lifted region back to the
     host by returning True or a reason. ``bind_constants=False`` passes constants as arguments
-    instead of embedding them in the function (for C source, say).
+    instead of embedding them in the function (for C source, say). ``prefetch(calls)`` is
+    shown a graph's calls before they are checked one by one (to answer them in a batch).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise BackendError(f"a backend name must be an identifier, not {name!r}")
@@ -193,10 +206,11 @@ def register_backend(name: str, *, supports: Supports, compile: Callable[[Functi
                            "mean the host")
     if not callable(compile):
         raise BackendError(f"backend {name!r}: compile must be callable")
-    if reject_region is not None and not callable(reject_region):
-        raise BackendError(f"backend {name!r}: reject_region must be callable")
+    for hook, value in (("reject_region", reject_region), ("prefetch", prefetch)):
+        if value is not None and not callable(value):
+            raise BackendError(f"backend {name!r}: {hook} must be callable")
     backend = Backend(name, _as_check(supports), compile, tuple(_entry(name, p) for p in patterns),
-                      device, bool(bind_constants), reject_region)
+                      device, bool(bind_constants), reject_region, prefetch)
     with _LOCK:
         if name in _REGISTRY:
             raise BackendError(f"backend {name!r} is already registered")

@@ -291,8 +291,13 @@ class BisectResult:
 
 
 def _run_region(backend: str, func: Function, args: list[np.ndarray]) -> list[np.ndarray]:
-    outs = get_backend(backend).compile(func)(*args)
-    return [np.asarray(o) for o in outs]
+    """The region on its backend, its tensors moved to the backend's device and back."""
+    from .runtime.devices import get_device
+
+    chosen = get_backend(backend)
+    device = get_device(chosen.device)
+    outs = chosen.compile(func)(*(device.to_device(np.asarray(a, order="C")) for a in args))
+    return [np.asarray(device.to_host(o)) for o in outs]
 
 
 def _bad(region: Region, backend: str, values: Mapping[str, np.ndarray]) -> list[OutputComparison]:

@@ -18,7 +18,7 @@ import byoc
 from byoc.analysis import walk_functions
 from byoc.backend import find_backend, get_backend
 from byoc.extract import extract, load_case, repro
-from byoc.ir import Call, GlobalVar, IRModule, post_order
+from byoc.ir import Call, Constant, GlobalVar, IRModule, post_order
 from byoc.report import format_table, offload_share, partition_report
 from byoc.runtime.executor import Executable
 from tests.conftest import FLOAT, make_model
@@ -27,7 +27,8 @@ from tests.passes.util import backends  # noqa: F401 (a fixture)
 
 
 def if_model() -> onnx.ModelProto:
-    """y = If(sum(x) > 0) then Abs(Relu(x) * w) else Neg(x) + x; w is captured from main."""
+    """y = If(sum(x) > 0) then Abs(Relu(x) * w) else Neg(x) + x; x is captured from main, and
+    the initializer w is a constant in the branch."""
     vi = helper.make_tensor_value_info
     then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t0"], name="then_relu"),
                                 helper.make_node("Mul", ["t0", "w"], ["t1"], name="then_mul"),
@@ -74,8 +75,11 @@ def test_each_branch_gets_its_own_regions_and_the_if_stays_on_the_host():
         assert re.fullmatch(rf"reference_if_{short}_{first}_[0-9a-f]{{8}}", region.op.name)
         func = part[region.op.name]
         # The captured outer values enter as parameters; the branch keeps its lifted form.
-        assert [p.name for p in func.params] == (["x", "w"] if short == "then" else ["x"])
-        assert if_call.attrs[attr].attrs["captures"] == 2
+        # An outer constant is no capture: the branch holds it, so backends see a constant.
+        assert [p.name for p in func.params] == ["x"]
+        assert if_call.attrs[attr].attrs["captures"] == 1
+        consts = [e.name for e in post_order(func.body) if isinstance(e, Constant)]
+        assert consts == (["w"] if short == "then" else [])
     for x in ([1.0, -2.0, 3.0], [-1.0, -2.0, 0.5]):
         feeds = {"x": np.array(x, np.float32)}
         np.testing.assert_array_equal(byoc.build(part).run(feeds)["y"],
@@ -115,8 +119,9 @@ def test_loop_body_regions_take_captures_as_params_and_bind_inner_constants():
     report = partition_report(part)
     (head,) = [r for r in report["regions"] if "loop_gather" in r["nodes"]]
     assert head["scope"] == ["loop", "body"]
-    assert {"x", "w", "i"} <= set(head["inputs"])  # x and w are read from main
+    assert {"x", "i"} <= set(head["inputs"])  # x is read from main
     assert "loop_bias" not in head["inputs"]  # a Constant node inside the body: bound
+    assert "w" not in head["inputs"]  # an initializer of main: a constant in the body, bound
     nested = [r for r in report["regions"] if r["scope"][:4] == ["loop", "body", "loop_if",
                                                                   "then_branch"]]
     assert [r["name"].startswith("reference_loop_body_loop_if_then_") for r in nested] == [True]
@@ -246,12 +251,16 @@ def test_extract_writes_a_body_region_with_the_inputs_of_the_iteration_that_ran(
 
 
 def _weight(mod: IRModule) -> np.ndarray:
-    return next(e.value for e in post_order(mod.main.body) if getattr(e, "name", "") == "w")
+    return _body_constant(mod, "w")  # an initializer of main, read only in the body
 
 
 def _bias(mod: IRModule) -> np.ndarray:
+    return _body_constant(mod, "loop_bias")
+
+
+def _body_constant(mod: IRModule, name: str) -> np.ndarray:
     body = next(c for c in _calls(mod.main) if c.op == "Loop").attrs["body"]
-    return next(e.value for e in post_order(body.body) if getattr(e, "name", "") == "loop_bias")
+    return next(e.value for e in post_order(body.body) if getattr(e, "name", "") == name)
 
 
 def test_cli_extract_takes_iteration(tmp_path):

@@ -52,6 +52,10 @@ def target_regions(func: Function, order: list[Expr], backends: Sequence[Backend
     region = [-1] * len(order)
     targets: list[str] = []
     reasons: dict[str, str] = {}
+    if any(b.prefetch for b in backends):  # one that asks its engine asks about all at once
+        calls = [e for e in order if isinstance(e, Call) and isinstance(e.op, str)]
+        for b in backends:
+            b.prepare(calls)
     for i, e in enumerate(order):
         if isinstance(e, TupleGetItem):
             region[i] = region[graph.kids[i][0]]

@@ -172,9 +172,17 @@ def _function_proto(func: Function, name: str, domain: str, opsets: dict[str, in
 def export_function(func: Function, opsets: dict[str, int] | None = None, *,
                     input_names: list[str] | None = None,
                     output_names: list[str | None] | None = None) -> onnx.ModelProto:
-    """One function as a standalone ONNX model (its params as graph inputs)."""
+    """One function as a standalone ONNX model (its params as graph inputs). Without
+    ``opsets``: the canonical opset, and version 1 of every other domain its ops are in."""
     graph = function_to_graph(func, "function", input_names=input_names, output_names=output_names)
-    return _model(graph, opsets or {"": CANONICAL_OPSET})
+    return _model(graph, opsets or _opsets_of(graph))
+
+
+def _opsets_of(graph: onnx.GraphProto) -> dict[str, int]:
+    opsets = {"": CANONICAL_OPSET}
+    for node in graph.node:
+        opsets.setdefault(node.domain, 1)
+    return opsets
 
 
 def _model(graph: onnx.GraphProto, opsets: dict[str, int]) -> onnx.ModelProto:

@@ -263,6 +263,8 @@ class _Scope:
         if self.parent is None or not self.parent.has(name):
             raise KeyError(name)
         outer = self.parent.get(name)
+        if isinstance(outer, Constant):  # needs no capture: the body holds the constant itself,
+            return outer  # so backends see it as one (a Slice's ends, an Unsqueeze's axes)
         var = Var(name, outer.type)
         self.captures[name] = var
         return var

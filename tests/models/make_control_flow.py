@@ -32,7 +32,7 @@ def _const(name: str, value: np.ndarray) -> onnx.NodeProto:
 
 def loop_model() -> onnx.ModelProto:
     """A running sum over a sequence: each iteration reads row ``i`` of ``x`` (captured), runs a
-    small dense layer on it (weight ``w`` captured from main, bias a Constant inside the body),
+    small dense layer on it (weight ``w`` an initializer of main, bias a Constant inside the body),
     adds it to the carried sum and scans out the row; an If inside the body, on the parity of
     the iteration, doubles or negates the row (a body nested in a body).
 

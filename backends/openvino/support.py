@@ -1,0 +1,353 @@
+"""What the openvino backend takes: OpenVINO's own answer, asked once per kind of node.
+
+A call is taken when OpenVINO's ONNX frontend converts it and the CPU plugin's ``query_model``
+says it runs every operation the conversion made. What it declines is declined with OpenVINO's
+reason: the frontend's message, or the operations the plugin does not run. No op list is kept
+here, so nothing goes stale when OpenVINO changes.
+
+Asking is batched: every candidate whose signature (op, attributes, input dtypes and shapes,
+small constant inputs by value, large ones by shape) has not been asked before becomes one
+subgraph of a single ONNX model, converted once (partially: a node the frontend cannot convert
+stays a placeholder) and queried once; the subgraphs share nothing, so the operations of each
+are told apart by connectivity. If OpenVINO rejects the batch as a whole, it is split in halves
+until the culprit is alone and its error is its reason.
+
+Dtypes are asked once each, by compiling a small model for the dtype and reading, in the
+plugin's runtime model, the precision it holds the values in: a float dtype held narrower
+(float64 as float32) is declined, since every value would round; an integer dtype held narrower
+(int64 as int32) is taken, and region.py checks the range of such region inputs at every call.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from byoc.ir import (
+    Call,
+    Constant,
+    Function,
+    OpaqueType,
+    Span,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Var,
+)
+from byoc.op import CANONICAL_OPSET, onnx_bridge
+
+from . import engine
+
+# Constants up to this size are part of a signature by value (shapes, axes, pads decide what a
+# node is); larger ones (weights) by dtype and shape, and a query sees them as inputs.
+SMALL_CONSTANT_BYTES = 4096
+
+_verdicts: dict[tuple, bool | str] = {}
+_lock = threading.RLock()
+
+
+# -- dtypes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    """How the CPU plugin holds values of one dtype: taken or why not, and for an integer dtype
+    it narrows, the range it keeps exact (None when it keeps every value)."""
+
+    verdict: bool | str
+    exact_range: tuple[int, int] | None = None
+
+
+_held: dict[str, Held] = {}
+
+
+def held(dtype: str) -> Held:
+    """OpenVINO's answer for ``dtype``, probed once: a Concat compiled, run, and its runtime
+    precision read."""
+    with _lock:
+        if dtype not in _held:
+            _held[dtype] = _probe(dtype)
+        return _held[dtype]
+
+
+def _sample(dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "O":
+        return np.array(["a", "bc", ""], dtype=object)
+    if dtype.kind == "b":
+        return np.array([True, False, True])
+    return np.arange(3).astype(dtype)
+
+
+def _probe(name: str) -> Held:
+    from onnx import helper
+
+    ov = engine.load()
+    try:
+        dtype = np.dtype(name)
+        elem = onnx_bridge.elem_type(name)
+        graph = helper.make_graph(
+            [helper.make_node("Concat", ["x", "x"], ["y"], axis=0)], "probe",
+            [helper.make_tensor_value_info("x", elem, [3])],
+            [helper.make_tensor_value_info("y", elem, [6])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", CANONICAL_OPSET)])
+        compiled = engine.compile_model(engine.read(model.SerializeToString()))
+        request = compiled.create_infer_request()
+        sample = _sample(dtype)
+        request.set_input_tensor(0, engine.to_device(sample))
+        request.infer()
+        got = engine.to_host(request.get_output_tensor(0))
+        if not np.array_equal(got, np.concatenate([sample, sample])):
+            return Held(f"openvino: {name} tensors do not come back as they went in")
+    except Exception as exc:  # OpenVINO's refusal (an unknown dtype, a tensor it cannot hold)
+        shown = "string" if name == "object" else name
+        return Held(f"openvino: cannot hold {shown} tensors: {engine.reason(exc)}")
+    lo, hi = None, None
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if info["layerType"].astype(str) in ("Input", "Output", "Convert"):
+            continue  # the boundary, and the conversion into what the layers hold
+        precision = info["runtimePrecision"].astype(str)
+        try:
+            inner = getattr(ov.Type, precision).to_dtype()
+        except Exception:
+            continue  # a precision numpy has no dtype for: not a narrowing numpy can state
+        if np.can_cast(dtype, inner, "safe"):
+            continue
+        if dtype.kind == "f" or inner.kind not in "iu":
+            return Held(f"openvino: the {engine.PLUGIN} plugin computes {name} as {inner.name}")
+        info_ = np.iinfo(inner)
+        lo = int(info_.min) if lo is None else max(lo, int(info_.min))
+        hi = int(info_.max) if hi is None else min(hi, int(info_.max))
+    return Held(True, None if lo is None else (lo, hi))
+
+
+# -- calls ----------------------------------------------------------------------------------
+
+
+def _types(call: Call) -> Iterable[object]:
+    for a in call.args:
+        if a is not None:
+            yield a.type
+    yield from call.type.fields if isinstance(call.type, TupleType) else (call.type,)
+
+
+def precheck(call: Call) -> bool | str:
+    """What is decided without asking OpenVINO about the node: ONNX ops on tensors of dtypes
+    the plugin holds exactly (or, for integers, holds exactly within a range)."""
+    if not isinstance(call.op, str) or call.op.startswith("annotation."):
+        return "openvino: only ONNX ops"
+    if any(isinstance(v, Function) for v in call.attrs.values()):
+        return "openvino: ops with subgraphs run where their parents are"
+    for t in _types(call):
+        if isinstance(t, OpaqueType) or not isinstance(t, TensorType):
+            return "openvino: only tensors (not sequences, maps or optionals)"
+        if t.dtype is None:
+            return "openvino: a dtype is unknown"
+        verdict = held(t.dtype).verdict
+        if verdict is not True:
+            return verdict
+    return True
+
+
+def _is_small(c: Constant) -> bool:
+    return c.value.nbytes <= SMALL_CONSTANT_BYTES
+
+
+def _key(call: Call) -> tuple:
+    """The node's signature: what OpenVINO's answer can depend on."""
+    attrs = tuple((k, v.tobytes() if isinstance(v, np.ndarray) else repr(v))
+                  for k, v in sorted(call.attrs.items()))
+    symbols: dict[str, int] = {}  # symbolic dims by first appearance: (b, s) and (n, t) agree
+    args = []
+    for a in call.args:
+        if a is None:
+            args.append(None)
+        elif isinstance(a, Constant) and _is_small(a):
+            args.append(("c", a.value.dtype.name, a.value.shape, a.value.tobytes()))
+        else:
+            shape = a.type.shape
+            dims = None if shape is None else tuple(
+                ("s", symbols.setdefault(d, len(symbols))) if isinstance(d, str) else d
+                for d in shape)
+            args.append(("v", a.type.dtype, dims))
+    return (call.op, attrs, tuple(args), onnx_bridge.num_outputs(call))
+
+
+def openvino_runs(call: Call) -> bool | str:
+    """True if OpenVINO converts this call and its CPU plugin runs it, else OpenVINO's reason."""
+    verdict = precheck(call)
+    if verdict is not True:
+        return verdict
+    key = _key(call)
+    with _lock:
+        if key not in _verdicts:
+            _ask([(key, call)])
+        return _verdicts[key]
+
+
+def prefetch(calls: Sequence[Call]) -> None:
+    """Ask OpenVINO about every candidate not yet asked, in one batch."""
+    pending: dict[tuple, Call] = {}
+    with _lock:
+        for call in calls:
+            if precheck(call) is not True:
+                continue
+            key = _key(call)
+            if key not in _verdicts and key not in pending:
+                pending[key] = call
+        if pending:
+            _ask(list(pending.items()))
+
+
+# -- one query for many nodes ---------------------------------------------------------------
+
+
+def _query_function(calls: Sequence[Call]) -> Function:
+    """Independent one-node subgraphs: candidate k reads c{k}_i{j}, writes c{k}_o{j}."""
+    params: list[Var] = []
+    fields: list = []
+    names: list[str] = []
+    for k, call in enumerate(calls):
+        args = []
+        for j, a in enumerate(call.args):
+            if a is None:
+                args.append(None)
+            elif isinstance(a, Constant) and _is_small(a):
+                args.append(Constant(a.value, f"c{k}_i{j}"))
+            else:
+                shape = a.type.shape
+                dims = None if shape is None else tuple(
+                    f"c{k}_{d}" if isinstance(d, str) else d for d in shape)
+                params.append(Var(f"c{k}_i{j}", TensorType(dims, a.type.dtype)))
+                args.append(params[-1])
+        n_out = onnx_bridge.num_outputs(call)
+        outs = tuple(f"c{k}_o{j}" for j in range(n_out))
+        loose = (TupleType(tuple(TensorType(None, t.dtype) for t in call.type.fields))
+                 if isinstance(call.type, TupleType) else TensorType(None, call.type.dtype))
+        node = Call(call.op, tuple(args), call.attrs, loose, Span(f"c{k}", call.op, outs))
+        fields += [TupleGetItem(node, j) for j in range(n_out)] if n_out > 1 else [node]
+        names += outs
+    return Function(tuple(params), Tuple(tuple(fields)), {"output_names": names})
+
+
+def _onnx_bytes(calls: Sequence[Call]) -> bytes:
+    from byoc.frontends.onnx.exporter import export_function
+
+    return export_function(_query_function(calls)).SerializeToString()
+
+
+_CANDIDATE = re.compile(r"^c(\d+)_[io]\d+")
+_BOUNDARY = ("Parameter", "Constant", "Result")
+
+
+def _ask(items: list[tuple[tuple, Call]]) -> None:
+    """Verdicts for ``items`` into the cache.
+
+    A batch OpenVINO rejects whole is split in halves. So is what it declines in a batch of
+    several: the plugin answers nothing at all for a model with one node it cannot take (a
+    dynamic rank, say), so a refusal counts only once its candidate is asked alone or with
+    others that pass.
+    """
+    calls = [call for _, call in items]
+    try:
+        verdicts = _query(calls)
+    except Exception as exc:
+        if len(items) == 1:
+            _verdicts[items[0][0]] = f"openvino: {engine.reason(exc)}"
+        else:
+            _ask(items[:len(items) // 2])
+            _ask(items[len(items) // 2:])
+        return
+    unsure = []
+    for item, verdict in zip(items, verdicts):
+        if verdict is True or isinstance(verdict, _Unconverted) or len(items) == 1:
+            _verdicts[item[0]] = str(verdict) if isinstance(verdict, _Unconverted) else verdict
+        else:
+            unsure.append(item)
+    if len(unsure) == 1:
+        _ask(unsure)
+    elif unsure:
+        _ask(unsure[:len(unsure) // 2])
+        _ask(unsure[len(unsure) // 2:])
+
+
+class _Unconverted(str):
+    """A refusal by the ONNX frontend: about that node alone, whatever else is in the batch."""
+
+
+def _query(calls: Sequence[Call]) -> list[bool | str]:
+    model = engine.read_partially(_onnx_bytes(calls))
+    supported = set(engine.core().query_model(model, engine.PLUGIN, engine.config()))
+    ops_of: dict[int, list] = {k: [] for k in range(len(calls))}
+    for ops in _components(model.get_ordered_ops()):
+        k = _candidate(ops)
+        if k is not None:
+            ops_of[k] += ops
+    verdicts: list[bool | str] = []
+    for k, call in enumerate(calls):
+        unconverted = [op for op in ops_of[k] if "Framework" in op.get_type_name()
+                       or "NotSupported" in op.get_type_name()]
+        if unconverted:
+            verdicts.append(_Unconverted(_conversion_reason(call)))
+            continue
+        declined = sorted({op.get_type_name() for op in ops_of[k]
+                           if op.get_type_name() not in _BOUNDARY
+                           and op.get_friendly_name() not in supported})
+        if not declined:
+            verdicts.append(True)
+            continue
+        why = f"openvino: the {engine.PLUGIN} plugin does not run {', '.join(declined)}"
+        if any(a is not None and a.type.shape is None for a in call.args):
+            why += " (an input's rank is unknown: it runs only tensors of known rank)"
+        verdicts.append(why)
+    return verdicts
+
+
+def _components(ops: list) -> list[list]:
+    """The model's operations grouped by connectivity (union-find over their edges)."""
+    parent = {op.get_name(): op.get_name() for op in ops}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for op in ops:
+        for port in op.inputs():
+            a, b = root(op.get_name()), root(port.get_source_output().get_node().get_name())
+            if a != b:
+                parent[a] = b
+    groups: dict[str, list] = {}
+    for op in ops:
+        groups.setdefault(root(op.get_name()), []).append(op)
+    return list(groups.values())
+
+
+def _candidate(ops: list) -> int | None:
+    """Which candidate a component belongs to, from its inputs' and outputs' names."""
+    for op in ops:
+        names = [op.get_friendly_name()]
+        for out in op.outputs():
+            names += out.get_names()
+        if op.get_type_name() == "Result":
+            names += op.input_value(0).get_names()
+        for name in names:
+            m = _CANDIDATE.match(name)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def _conversion_reason(call: Call) -> str:
+    """Why the frontend cannot convert this node: converting it alone, whole, says."""
+    try:
+        engine.read(_onnx_bytes([call]))
+    except Exception as exc:
+        return f"openvino: {engine.reason(exc)}"
+    return "openvino: the ONNX frontend converts it only alone"  # seen in no model so far
