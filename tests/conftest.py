@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from byoc.compare import compare_outputs, run_onnxruntime
 
@@ -33,6 +33,18 @@ def assert_matches_onnxruntime(model: onnx.ModelProto, inputs: dict, rtol: float
     bad = [c for c in compare_outputs(got, want, rtol) if not c.ok]
     assert not bad, bad
     return got
+
+
+def chain_model(batch: int | str = 1) -> onnx.ModelProto:
+    """x -> Conv -> Relu -> Softmax -> Sigmoid -> y, with real weights (``batch`` may be a name)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["s"], name="softmax", axis=1),
+             helper.make_node("Sigmoid", ["s"], ["y"], name="sigmoid")]
+    return make_model(nodes, [("x", FLOAT, [batch, 3, 8, 8])], [("y", FLOAT, [batch, 4, 8, 8])],
+                      [w])
 
 
 @pytest.fixture

@@ -151,7 +151,7 @@ def test_no_fallback_checks_body_nodes_not_the_control_flow_node(backends):
 
 # -- numbers ------------------------------------------------------------------------------------
 
-BACKENDS = ["reference", "onnxruntime", "ccompiler"]
+BACKENDS = ["reference", "onnxruntime", "ccompiler", "openvino"]
 
 
 def _silero(name: str):
@@ -201,7 +201,9 @@ def test_loop_and_scan_models_match_onnxruntime(make, backend):
     assert share > 0.5
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# OpenVINO compiles each of silero's ~50 body regions: seconds, so slow.
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=[pytest.mark.slow] if b == "openvino"
+                                                  else []) for b in BACKENDS])
 @pytest.mark.parametrize("name", ["silero_vad_16k", "silero_vad_8k"])
 def test_silero_nested_if_lstm_branches_match_onnxruntime(name, backend):
     model, feeds, rel_tol = _silero(name)

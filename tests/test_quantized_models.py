@@ -19,7 +19,7 @@ from byoc.cli import default_model_path
 from byoc.compare import onnxruntime_session
 
 quantization = pytest.importorskip("onnxruntime.quantization")
-BACKENDS = [None, "reference", "onnxruntime", "native", "ccompiler"]
+BACKENDS = [None, "reference", "onnxruntime", "native", "ccompiler", "openvino"]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ and input shapes (``region.py``). What it takes, OpenVINO says itself (``support
 frontend and ``query_model``, asked in batches). Its tensors are a device: consecutive OpenVINO
 regions pass ``ov.Tensor``s to each other, and the device planner copies where the host reads.
 
-Threads: ``BYOC_ORT_THREADS`` for now (default 1), as the onnxruntime backend.
+Threads: the build's (``byoc.build(mod, threads=N)``, ``$BYOC_THREADS``, else the physical cores;
+read with ``byoc.runtime.threads.build_threads()`` when the region is built).
 """
 
 from __future__ import annotations

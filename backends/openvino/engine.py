@@ -43,14 +43,7 @@ def core():
         return _core
 
 
-def threads() -> int:
-    """byoc's thread count for engines it drives (read as the onnxruntime backend reads it)."""
-    from byoc.backends.onnxruntime import _threads
-
-    return _threads()
-
-
-def config() -> dict[str, Any]:
+def config(threads: int = 1) -> dict[str, Any]:
     """The CPU plugin's settings for every compile and query.
 
     fp32 inference precision: the plugin would otherwise run float32 models in bf16 or fp16 on
@@ -63,7 +56,7 @@ def config() -> dict[str, Any]:
     ov = load()
     return {hint.inference_precision(): ov.Type.f32,
             hint.performance_mode(): hint.PerformanceMode.LATENCY,
-            props.inference_num_threads(): threads(),
+            props.inference_num_threads(): threads,
             hint.dynamic_quantization_group_size(): 0}
 
 
@@ -92,10 +85,10 @@ def reason(exc: BaseException) -> str:
     return text[3:] if text.startswith("-- ") else text
 
 
-def compile_model(model):
+def compile_model(model, threads: int = 1):
     """``model`` compiled for the CPU plugin with :func:`config`, its precision checked."""
     ov = load()
-    compiled = core().compile_model(model, PLUGIN, config())
+    compiled = core().compile_model(model, PLUGIN, config(threads))
     got = compiled.get_property("INFERENCE_PRECISION_HINT")
     if got != ov.Type.f32:  # never silently: a plugin that ignored the setting is an error
         raise BackendError(f"OpenVINO's {PLUGIN} plugin compiled with inference precision {got}, "

@@ -8,8 +8,9 @@ dims, so a model fed ever-new sizes does not compile at every call. Compiled mod
 memory for the life of the region.
 
 Calls take and return ``ov.Tensor``s (the backend's device). Outputs are fresh tensors per call
-(the plugin writes into tensors set before inference when their shape is known, else its own
-output is copied), so a tensor handed out is never overwritten by a later call. Infer requests
+(the plugin writes into tensors set before inference when their shape is known; where it keeps
+its own, a data-dependent shape or an output that is a constant, that is copied), so a tensor
+handed out is never overwritten by a later call. Infer requests
 are pooled, so concurrent calls each get their own.
 
 Integer inputs of a dtype the plugin holds narrower (int64 as int32, see support.py) are
@@ -28,6 +29,7 @@ import numpy as np
 from byoc.backend import BackendError
 from byoc.codegen.build_cache import BuildError
 from byoc.ir import Function, Tuple
+from byoc.runtime.threads import build_threads
 
 from . import engine
 from .support import held
@@ -68,15 +70,21 @@ class Compiled:
                 if spec is not None:
                     request.set_output_tensor(port, outs[-1])
             request.infer()
-            for k, (port, spec) in enumerate(zip(self.out_ports, self.out_specs)):
-                if spec is None:  # a data-dependent shape: the plugin's own tensor, copied
-                    theirs = request.get_output_tensor(port)
+            for k, port in enumerate(self.out_ports):
+                theirs = request.get_output_tensor(port)
+                if outs[k] is None:  # a data-dependent shape: the plugin's own tensor, copied
                     outs[k] = ov.Tensor(theirs.element_type, theirs.shape)
                     theirs.copy_to(outs[k])
+                elif _address(theirs) != _address(outs[k]):
+                    theirs.copy_to(outs[k])  # the plugin kept its own (a constant output)
             return tuple(outs)
         finally:
             with self._lock:
                 self._idle.append(request)
+
+
+def _address(tensor) -> int:
+    return tensor.data.__array_interface__["data"][0]
 
 
 class Region:
@@ -86,6 +94,7 @@ class Region:
         from byoc.frontends.onnx.exporter import export_function
 
         self.func = func
+        self.threads = build_threads()  # the build's: compiles happen later, at calls
         self.name = func.attrs.get("global_symbol") or "region"
         n_out = len(func.body.fields) if isinstance(func.body, Tuple) else 1
         self.outputs = [f"out_{k}" for k in range(n_out)]
@@ -139,7 +148,7 @@ class Region:
                 new[param.output(0)] = ov.PartialShape(list(shapes[k]))
             model.reshape(new)
         try:
-            compiled = engine.compile_model(model)
+            compiled = engine.compile_model(model, self.threads)
         except Exception as exc:
             what = "" if shapes is None else f" for input shapes {list(shapes)}"
             raise BuildError(f"region {self.name}: OpenVINO cannot compile it{what}: "

@@ -20,6 +20,7 @@ plugin's runtime model, the precision it holds the values in: a float dtype held
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -46,6 +47,8 @@ from . import engine
 # Constants up to this size are part of a signature by value (shapes, axes, pads decide what a
 # node is); larger ones (weights) by dtype and shape, and a query sees them as inputs.
 SMALL_CONSTANT_BYTES = 4096
+# Nodes writing these are run once to check OpenVINO's numbers, not only asked (see _verify).
+QUANTIZED = frozenset({"int8", "uint8"})
 
 _verdicts: dict[tuple, bool | str] = {}
 _lock = threading.RLock()
@@ -159,10 +162,12 @@ def _is_small(c: Constant) -> bool:
 
 
 def _key(call: Call) -> tuple:
-    """The node's signature: what OpenVINO's answer can depend on."""
+    """The node's signature: what OpenVINO's answer can depend on. Shapes count as the model
+    gives them (a Conv needs its channels, a Reshape the length of its shape), symbolic dims
+    by their pattern of equality."""
     attrs = tuple((k, v.tobytes() if isinstance(v, np.ndarray) else repr(v))
                   for k, v in sorted(call.attrs.items()))
-    symbols: dict[str, int] = {}  # symbolic dims by first appearance: (b, s) and (n, t) agree
+    symbols: dict[str, int] = {}  # by first appearance: (b, s) and (n, t) are the same
     args = []
     for a in call.args:
         if a is None:
@@ -171,10 +176,9 @@ def _key(call: Call) -> tuple:
             args.append(("c", a.value.dtype.name, a.value.shape, a.value.tobytes()))
         else:
             shape = a.type.shape
-            dims = None if shape is None else tuple(
+            args.append(("v", a.type.dtype, None if shape is None else tuple(
                 ("s", symbols.setdefault(d, len(symbols))) if isinstance(d, str) else d
-                for d in shape)
-            args.append(("v", a.type.dtype, dims))
+                for d in shape)))
     return (call.op, attrs, tuple(args), onnx_bridge.num_outputs(call))
 
 
@@ -207,8 +211,9 @@ def prefetch(calls: Sequence[Call]) -> None:
 # -- one query for many nodes ---------------------------------------------------------------
 
 
-def _query_function(calls: Sequence[Call]) -> Function:
-    """Independent one-node subgraphs: candidate k reads c{k}_i{j}, writes c{k}_o{j}."""
+def _query_function(calls: Sequence[Call], constants: bool = False) -> Function:
+    """Independent one-node subgraphs: candidate k reads c{k}_i{j}, writes c{k}_o{j}. Large
+    constants become inputs of their shape, unless ``constants`` (to run, not only to ask)."""
     params: list[Var] = []
     fields: list = []
     names: list[str] = []
@@ -217,7 +222,7 @@ def _query_function(calls: Sequence[Call]) -> Function:
         for j, a in enumerate(call.args):
             if a is None:
                 args.append(None)
-            elif isinstance(a, Constant) and _is_small(a):
+            elif isinstance(a, Constant) and (constants or _is_small(a)):
                 args.append(Constant(a.value, f"c{k}_i{j}"))
             else:
                 shape = a.type.shape
@@ -263,6 +268,9 @@ def _ask(items: list[tuple[tuple, Call]]) -> None:
             _ask(items[:len(items) // 2])
             _ask(items[len(items) // 2:])
         return
+    check = [k for k, (item, v) in enumerate(zip(items, verdicts)) if v is True and _quantized(item[1])]
+    for k, verdict in zip(check, _verify([items[k] for k in check]) if check else []):
+        verdicts[k] = verdict
     unsure = []
     for item, verdict in zip(items, verdicts):
         if verdict is True or isinstance(verdict, _Unconverted) or len(items) == 1:
@@ -274,6 +282,83 @@ def _ask(items: list[tuple[tuple, Call]]) -> None:
     elif unsure:
         _ask(unsure[:len(unsure) // 2])
         _ask(unsure[len(unsure) // 2:])
+
+
+def _quantized(call: Call) -> bool:
+    outs = call.type.fields if isinstance(call.type, TupleType) else (call.type,)
+    return any(isinstance(t, TensorType) and t.dtype in QUANTIZED for t in outs)
+
+
+def _verify(items: list[tuple[tuple, Call]]) -> list[bool | str]:
+    """The nodes run once on seeded inputs, by OpenVINO and by byoc's host kernels
+    (onnxruntime's for contrib ops), as one model each way: a node is taken only if its values
+    agree (see _steps_allowed). The plugin rounds quantized ops its own way; onnxruntime's
+    QLinearAdd and QLinearSoftmax come out a step off alone, and a QOperator ResNet's output
+    far off with them in its regions. Inputs are
+    drawn from a seed of the node's signature, so the answer does not depend on what else is
+    asked with it."""
+    from byoc.backends.reference import compile_region
+    from byoc.frontends.onnx.exporter import export_function
+
+    calls = [call for _, call in items]
+    func = _query_function(calls, constants=True)
+    if any(p.type.shape is None for p in func.params):  # no shape to draw inputs for
+        return _verify_apart(items)
+    rngs = [np.random.default_rng(list(hashlib.sha256(repr(key).encode()).digest()))
+            for key, _ in items]
+    arrays = [_sample_input(p.type, rngs[int(_CANDIDATE.match(p.name).group(1))])
+              for p in func.params]
+    try:
+        compiled = engine.compile_model(engine.read(export_function(func).SerializeToString()))
+        request = compiled.create_infer_request()
+        for k, a in enumerate(arrays):
+            request.set_input_tensor(k, engine.to_device(a))
+        request.infer()
+        port = {n: i for i, out in enumerate(compiled.outputs) for n in out.get_names()}
+        ours = dict(zip(func.attrs["output_names"], compile_region(func)(*arrays)))
+    except Exception:
+        return _verify_apart(items)
+    verdicts: list[bool | str] = []
+    for k, call in enumerate(calls):
+        verdict: bool | str = True
+        for j in range(onnx_bridge.num_outputs(call)):
+            want = np.asarray(ours[f"c{k}_o{j}"])
+            got = engine.to_host(request.get_output_tensor(port[f"c{k}_o{j}"]))
+            off = (int(np.abs(got.astype(np.int64) - want.astype(np.int64)).max(initial=0))
+                   if got.shape == want.shape else None)
+            if off is None or off > _steps_allowed(call):
+                verdict = (f"openvino: its {call.op_name} differs from onnxruntime's on seeded "
+                           f"inputs (by {'a shape' if off is None else f'up to {off} step' + 's' * (off > 1)})")
+                break
+        verdicts.append(verdict)
+    return verdicts
+
+
+def _steps_allowed(call: Call) -> int:
+    """A standard op may round a value to the next step (ONNX says x / scale rounded half to
+    even; the plugin multiplies by 1 / scale, and onnxruntime's own fused kernels are a step
+    off too); a contrib op is what onnxruntime computes, so exactly that."""
+    return 0 if onnx_bridge.split_op(call.op)[0] else 1
+
+
+def _verify_apart(items: list[tuple[tuple, Call]]) -> list[bool | str]:
+    """In halves; a node that cannot be run on drawn inputs keeps the query's answer."""
+    if len(items) == 1:
+        return [True]
+    half = len(items) // 2
+    return _verify(items[:half]) + _verify(items[half:])
+
+
+def _sample_input(t: TensorType, rng: np.random.Generator) -> np.ndarray:
+    shape = tuple(d if isinstance(d, int) else 4 for d in t.shape)
+    dtype = np.dtype(t.dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = max(int(info.min), -1000), min(int(info.max), 1000)
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    return (4 * rng.standard_normal(shape)).astype(dtype)
 
 
 class _Unconverted(str):

@@ -8,24 +8,12 @@ import sys
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
 
 import byoc
 from byoc.backend import register_backend, unregister_backend
 from byoc.compare import compare_outputs, run_onnxruntime
 from byoc.ir import Call, post_order
-from tests.conftest import FLOAT, make_model
-
-
-def _chain_model():
-    """x -> Conv -> Relu -> Softmax -> Sigmoid -> y, with real weights."""
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("Softmax", ["r"], ["s"], name="softmax", axis=1),
-             helper.make_node("Sigmoid", ["s"], ["y"], name="sigmoid")]
-    return make_model(nodes, [("x", FLOAT, [1, 3, 8, 8])], [("y", FLOAT, [1, 4, 8, 8])], [w])
+from tests.conftest import chain_model
 
 
 @pytest.fixture
@@ -47,7 +35,7 @@ def test_onnxruntime_backend_declines_with_onnxruntimes_reason():
 
 
 def test_regions_on_one_device_pass_tensors_without_the_host(ort_b):
-    model = _chain_model()
+    model = chain_model()
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     part = byoc.partition(byoc.load_onnx(model), backends=["ort_b", "onnxruntime"])
     exe = byoc.build(part)
@@ -62,7 +50,7 @@ def test_regions_on_one_device_pass_tensors_without_the_host(ort_b):
 
 
 def test_a_host_op_between_regions_gets_copies_both_ways():
-    model = _chain_model()
+    model = chain_model()
     sub = register_backend("ort_nosoftmax", supports={"Conv", "Relu", "Sigmoid"},
                            compile=byoc.get_backend("onnxruntime").compile, device="onnxruntime")
     try:
@@ -104,7 +92,7 @@ def test_no_fallback_lists_the_nodes_no_backend_took_and_why():
                                  compile=byoc.get_backend("onnxruntime").compile)
     try:
         with pytest.raises(byoc.ModelError, match="no_fallback") as info:
-            byoc.partition(byoc.load_onnx(_chain_model()), backends=[only_conv], no_fallback=True)
+            byoc.partition(byoc.load_onnx(chain_model()), backends=[only_conv], no_fallback=True)
         assert "relu" in str(info.value) and "Relu" in str(info.value)
     finally:
         unregister_backend("only_conv")
