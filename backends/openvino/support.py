@@ -70,12 +70,39 @@ _held: dict[str, Held] = {}
 
 
 def held(dtype: str) -> Held:
-    """OpenVINO's answer for ``dtype``, probed once: a Concat compiled, run, and its runtime
-    precision read."""
+    """OpenVINO's answer for ``dtype``, probed once (see :func:`probe`)."""
     with _lock:
         if dtype not in _held:
-            _held[dtype] = _probe(dtype)
+            probe([dtype])
         return _held[dtype]
+
+
+def probe(dtypes: Iterable[str]) -> None:
+    """Ask OpenVINO how it holds each dtype not asked before, in one model: per dtype, a Concat
+    compiled, run (values must come back as they went in) and its precision read from the
+    plugin's runtime model. If the model fails whole, each dtype is asked alone."""
+    names = []
+    for name in dict.fromkeys(dtypes):
+        if name in _held:
+            continue
+        try:  # what OpenVINO refuses before any model: the dtype's tensors themselves
+            onnx_bridge.elem_type(name)
+            engine.to_device(_sample(np.dtype(name)))
+            names.append(name)
+        except Exception as exc:
+            shown = "string" if name == "object" else name
+            _held[name] = Held(f"openvino: cannot hold {shown} tensors: {engine.reason(exc)}")
+    if not names:
+        return
+    try:
+        found = _probe(names)
+    except Exception as exc:  # a dtype the plugin cannot compile a Concat for
+        if len(names) > 1:
+            for name in names:
+                probe([name])
+            return
+        found = {names[0]: Held(f"openvino: cannot compute on {names[0]}: {engine.reason(exc)}")}
+    _held.update(found)
 
 
 def _sample(dtype: np.dtype) -> np.ndarray:
@@ -86,31 +113,50 @@ def _sample(dtype: np.dtype) -> np.ndarray:
     return np.arange(3).astype(dtype)
 
 
-def _probe(name: str) -> Held:
+_PROBE = re.compile(r"probe(\d+)_")
+
+
+def _probe(names: list[str]) -> dict[str, Held]:
     from onnx import helper
 
-    ov = engine.load()
-    try:
-        dtype = np.dtype(name)
+    nodes, inputs, outputs, samples = [], [], [], []
+    for k, name in enumerate(names):
         elem = onnx_bridge.elem_type(name)
-        graph = helper.make_graph(
-            [helper.make_node("Concat", ["x", "x"], ["y"], axis=0)], "probe",
-            [helper.make_tensor_value_info("x", elem, [3])],
-            [helper.make_tensor_value_info("y", elem, [6])])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", CANONICAL_OPSET)])
-        compiled = engine.compile_model(engine.read(model.SerializeToString()))
-        request = compiled.create_infer_request()
-        sample = _sample(dtype)
-        request.set_input_tensor(0, engine.to_device(sample))
-        request.infer()
-        got = engine.to_host(request.get_output_tensor(0))
-        if not np.array_equal(got, np.concatenate([sample, sample])):
-            return Held(f"openvino: {name} tensors do not come back as they went in")
-    except Exception as exc:  # OpenVINO's refusal (an unknown dtype, a tensor it cannot hold)
-        shown = "string" if name == "object" else name
-        return Held(f"openvino: cannot hold {shown} tensors: {engine.reason(exc)}")
+        nodes.append(helper.make_node("Concat", [f"probe{k}_in"] * 2, [f"probe{k}_out"], axis=0))
+        inputs.append(helper.make_tensor_value_info(f"probe{k}_in", elem, [3]))
+        outputs.append(helper.make_tensor_value_info(f"probe{k}_out", elem, [6]))
+        samples.append(_sample(np.dtype(name)))
+    graph = helper.make_graph(nodes, "probe", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", CANONICAL_OPSET)])
+    compiled = engine.compile_model(engine.read(model.SerializeToString()))
+    request = compiled.create_infer_request()
+    port = {n: i for i, out in enumerate(compiled.outputs) for n in out.get_names()}
+    for k, sample in enumerate(samples):
+        request.set_input_tensor(k, engine.to_device(sample))
+    request.infer()
+    found: dict[str, Held] = {}
+    for k, name in enumerate(names):
+        got = engine.to_host(request.get_output_tensor(port[f"probe{k}_out"]))
+        if not np.array_equal(got, np.concatenate([samples[k], samples[k]])):
+            found[name] = Held(f"openvino: {name} tensors do not come back as they went in")
+    ops_of: dict[int, list] = {}
+    for ops in _components(compiled.get_runtime_model().get_ordered_ops()):
+        for op in ops:
+            m = _PROBE.search(op.get_friendly_name())
+            if m:
+                ops_of.setdefault(int(m.group(1)), []).extend(ops)
+                break
+    for k, name in enumerate(names):
+        found.setdefault(name, _narrowing(name, ops_of.get(k, [])))
+    return found
+
+
+def _narrowing(name: str, ops: list) -> Held:
+    """From the runtime model's layers of a dtype's probe: what the plugin holds it in."""
+    ov = engine.load()
+    dtype = np.dtype(name)
     lo, hi = None, None
-    for op in compiled.get_runtime_model().get_ordered_ops():
+    for op in ops:
         info = op.get_rt_info()
         if info["layerType"].astype(str) in ("Input", "Output", "Convert"):
             continue  # the boundary, and the conversion into what the layers hold
@@ -123,9 +169,9 @@ def _probe(name: str) -> Held:
             continue
         if dtype.kind == "f" or inner.kind not in "iu":
             return Held(f"openvino: the {engine.PLUGIN} plugin computes {name} as {inner.name}")
-        info_ = np.iinfo(inner)
-        lo = int(info_.min) if lo is None else max(lo, int(info_.min))
-        hi = int(info_.max) if hi is None else min(hi, int(info_.max))
+        limits = np.iinfo(inner)
+        lo = int(limits.min) if lo is None else max(lo, int(limits.min))
+        hi = int(limits.max) if hi is None else min(hi, int(limits.max))
     return Held(True, None if lo is None else (lo, hi))
 
 
@@ -198,6 +244,8 @@ def prefetch(calls: Sequence[Call]) -> None:
     """Ask OpenVINO about every candidate not yet asked, in one batch."""
     pending: dict[tuple, Call] = {}
     with _lock:
+        probe(t.dtype for call in calls if isinstance(call.op, str) for t in _types(call)
+              if isinstance(t, TensorType) and t.dtype is not None)
         for call in calls:
             if precheck(call) is not True:
                 continue
