@@ -19,7 +19,8 @@ are partitioned for the backends the plan lists for them under ``bodies``.
 
 from __future__ import annotations
 
-from ..analysis import HOST_REASONS, Regions, completed, contract, node_key, unit_order
+from ..analysis import (HOST_REASONS, Regions, completed, contract, host_calls, node_key,
+                        unit_order)
 from ..backend import BackendError, find_backend, resolve
 from ..errors import ModelError
 from ..ir import Function, IRModule, TupleGetItem, post_order
@@ -95,7 +96,7 @@ def apply_plan(mod: IRModule, plan) -> IRModule:
             raise ModelError(f"region {rid} on {backend_of[rid].name} is rejected by its "
                              f"backend: {why}", first, view.call(k).op_name if k is not None
                              else None)
-    reasons.update((node_key(c), PLACED_ON_HOST) for c in host)
+    reasons.update((node_key(c), PLACED_ON_HOST) for c in host_calls(host))
     attrs = {**mod.attrs, HOST_REASONS: completed([*host, *body_host], reasons),
              BACKENDS_ATTR: list(data["backends"])}
     return reject_regions(IRModule({**mod.functions, "main": main, **funcs}, attrs))

@@ -241,3 +241,22 @@ def test_a_region_its_backend_rejects_is_refused(tuned):
             byoc.partition(mod, plan=edited(plan, n0_alone_on_fc))
     finally:
         unregister_backend("fc")
+
+
+def test_a_model_with_several_outputs_and_tuple_items():
+    from .util import two_outputs_model
+
+    ops = {"a": "Relu", "b": "Abs", "split": "Split", "c": "Neg", "d": "Concat"}
+    node = {n: {"host": 5.0, "fa": 1.0} if op != "Neg" else {"host": 5.0}
+            for n, op in ops.items()}
+    costs = Costs(node, {"fa": 0.5}, {"fa": 0.1})
+    with fake_backends(fa={"Relu", "Abs", "Split", "Concat"}):
+        plan, _, mod = tune_fake(two_outputs_model(), ["fa"], costs)
+        part = byoc.partition(mod, plan=plan)
+        where = placement(part)
+        assert where["c"] == "host" and where["split"] == "fa"
+        assert byoc.explain(part) == {"c": "placed on the host by the plan"}
+        x = {"x": np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)}
+        got, want = byoc.build(part).run(x), byoc.build(mod).run(x)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])

@@ -28,6 +28,17 @@ def chain_model(ops: list[str], name: str = "chain"):
     return make_model(nodes, [("x", FLOAT, [4, 8])], [("y", FLOAT, [4, 8])], name=name)
 
 
+def two_outputs_model():
+    """x -> a -> (b -> y1, c -> d -> y2): main returns a tuple; a Split gives tuple items."""
+    n = helper.make_node
+    nodes = [n("Relu", ["x"], ["a"], name="a"), n("Abs", ["a"], ["y1"], name="b"),
+             n("Split", ["a"], ["s0", "s1"], name="split", axis=1, num_outputs=2),
+             n("Neg", ["s0"], ["c"], name="c"), n("Concat", ["c", "s1"], ["y2"], name="d",
+                                                  axis=1)]
+    return make_model(nodes, [("x", FLOAT, [4, 8])],
+                      [("y1", FLOAT, [4, 8]), ("y2", FLOAT, [4, 8])], name="two_outputs")
+
+
 def branchy_model():
     """Two branches that meet twice: x -> a -> (b1 -> b2, c1) -> m1 -> (d1, e1 -> e2) -> m2."""
     n = helper.make_node
