@@ -19,8 +19,15 @@ are partitioned for the backends the plan lists for them under ``bodies``.
 
 from __future__ import annotations
 
-from ..analysis import (HOST_REASONS, Regions, completed, contract, host_calls, node_key,
-                        unit_order)
+from ..analysis import (
+    HOST_REASONS,
+    Regions,
+    completed,
+    contract,
+    host_calls,
+    node_key,
+    unit_order,
+)
 from ..backend import BackendError, find_backend, resolve
 from ..errors import ModelError
 from ..ir import Function, IRModule, TupleGetItem, post_order
