@@ -82,8 +82,9 @@ def register(sub) -> None:
                    help="value of a symbolic dim for made-up inputs (default 1)")
     p.add_argument("--seed", type=int, default=0)
     threads_arg(p)
-    p.add_argument("--budget", type=float, metavar="SECONDS",
-                   help="stop the search after this long with the best plan measured so far")
+    p.add_argument("--budget", type=float, metavar="SECONDS", default=600.0,
+                   help="stop the search after this long with the best plan measured so far "
+                        "(default 600)")
     p.add_argument("--atoms", type=int, default=24,
                    help="how finely to cut the model (more: finer placement, more to measure)")
     p.add_argument("--no-cache", action="store_true", help="measure everything again")

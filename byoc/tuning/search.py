@@ -8,7 +8,7 @@ placement for atoms ``0..j-1`` is the best, over the last segment ``i..j-1`` and
 the best placement for ``0..i-1`` plus that segment: O(S^2 x options) per pass, exact over
 every such placement once the costs it compares are measured.
 
-A space of at most 160 candidates (9 atoms and 3 options) is measured whole, and the result is
+A space of at most 240 candidates (9 atoms and 5 options) is measured whole, and the result is
 the exact optimum. Past that, measuring every segment would take O(S^2 x options) builds, so
 costs are measured lazily:
 
@@ -17,9 +17,13 @@ costs are measured lazily:
 2. a segment not measured yet is estimated from its atoms: their sum, less what merging saved
    at each boundary inside it (measured on the pair of atoms around that boundary: a call, the
    tensors moved between two regions of a device), times 0.9 to stay optimistic;
-3. the best placement under measured-or-estimated costs is found; its unmeasured segments are
-   measured; once all of them are, every other option of each of its segments is measured too
-   (the plan shows them, and the runner-up); repeat until a pass measures nothing new.
+3. the best placement under measured-or-estimated costs is found; if it promises less than 2%
+   over the best placement of measured costs alone, that one is taken instead (noise in the
+   measurements makes some estimates too low; chasing them costs builds and gains nothing);
+   the placement's unmeasured segments are measured; once all of them are, every other option
+   of each of its segments is measured too (the plan shows them, and the runner-up); repeat
+   until a pass measures nothing new. The 2% is below the estimates' 10% optimism, so where
+   the estimates are optimistic no better placement is given up.
 
 Each pass measures at least one new candidate, so the search ends after at most that many
 passes; a budget stops it earlier, with the best placement among measured costs alone. Ties go
@@ -35,7 +39,8 @@ from dataclasses import dataclass
 
 Candidate = tuple[int, int, int]  # (first atom, stop atom, option)
 OPTIMISM = 0.9
-EXHAUSTIVE = 160  # a space this small is measured whole: the placement is then exact
+EXHAUSTIVE = 240  # a space this small is measured whole: the placement is then exact
+MIN_GAIN = 0.02  # an unmeasured placement must promise this much over the best measured one
 
 
 @dataclass
@@ -121,7 +126,7 @@ class Estimates:
 def search(n_atoms: int, n_options: int, costs: dict[Candidate, float],
            measure: Callable[[list[Candidate]], None], out_of_time: Callable[[], bool],
            progress: Callable[[str, float], None] | None = None,
-           exhaustive: int = EXHAUSTIVE) -> SearchResult:
+           exhaustive: int = EXHAUSTIVE, min_gain: float = MIN_GAIN) -> SearchResult:
     """The best placement. ``measure(candidates)`` fills ``costs`` (math.inf: impossible) for as
     many of them as time allows, in order; ``costs`` may hold measurements already. With at
     most ``exhaustive`` candidates in all, every one is measured (shortest first)."""
@@ -140,14 +145,19 @@ def search(n_atoms: int, n_options: int, costs: dict[Candidate, float],
         ask([(a, a + 1, o) for a in range(n_atoms) for o in range(n_options)])
     if n_atoms > 2:
         ask([(a, a + 2, o) for a in range(n_atoms - 1) for o in range(n_options)])
+    def known(i: int, j: int, o: int) -> float:
+        return costs.get((i, j, o), math.inf)
+
     passes, complete = 0, False
     while not out_of_time():
         passes += 1
-        estimates = Estimates(n_atoms, n_options, costs)
-        predicted, path = best_path(n_atoms, n_options, estimates.cost)
+        measured, best = best_path(n_atoms, n_options, known)
+        predicted, path = best_path(n_atoms, n_options, Estimates(n_atoms, n_options, costs).cost)
         if progress is not None:
-            measured, _ = best_path(n_atoms, n_options, lambda i, j, o: costs.get((i, j, o), math.inf))
-            progress(f"pass {passes}: {len(path)} segment(s)", measured)
+            progress(f"pass {passes}: {len(path)} segment(s), {_short(predicted)} estimated",
+                     measured)
+        if predicted >= (1 - min_gain) * measured:  # nothing unmeasured promises enough
+            path = best
         todo = [c for c in path if c not in costs]
         if not todo:
             todo = [(i, j, o) for i, j, _ in path for o in range(n_options)
@@ -159,5 +169,9 @@ def search(n_atoms: int, n_options: int, costs: dict[Candidate, float],
         ask(todo)
         if len(costs) == before:  # nothing could be measured (out of time)
             break
-    predicted, path = best_path(n_atoms, n_options, lambda i, j, o: costs.get((i, j, o), math.inf))
+    predicted, path = best_path(n_atoms, n_options, known)
     return SearchResult(path, predicted, complete, passes)
+
+
+def _short(t: float) -> str:
+    return f"{t * 1e3:.3f} ms" if math.isfinite(t) else "nothing"

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -37,10 +36,11 @@ from .digest import Digests
 from .environment import backend_version, machine, thread_setting, versions
 from .measure import Measurer
 from .plan import FORMAT, HOST, VERSION, Plan, seconds
-from .search import Candidate, search
+from .search import EXHAUSTIVE, MIN_GAIN, Candidate, search
 from .view import ModelView, model_view
 
 DEFAULT_ATOMS = 24
+RIVALS = 1.5  # whole-model options within this factor of the best are timed against the plan
 
 
 @dataclass
@@ -59,7 +59,8 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
          atoms: int = DEFAULT_ATOMS, progress: Callable[[Progress], None] | None = None,
          cache: MeasurementCache | None = None, name: str = "", seed: int = 0,
          measurer: Callable[[Mapping[str, np.ndarray]], Measurer] | None = None,
-         fallback: str | None = None, threads: int | None = None) -> Plan:
+         fallback: str | None = None, threads: int | None = None,
+         exhaustive: int = EXHAUSTIVE, min_gain: float = MIN_GAIN) -> Plan:
     """A measured placement of ``mod`` over ``backends`` (and the host), as a Plan.
 
     ``inputs`` by ONNX name (made up from ``seed`` where missing); ``budget`` in seconds stops
@@ -69,6 +70,9 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     clock, say). ``fallback="next"`` (or ``"host"``) builds and runs the chosen plan once that
     way, and writes any region that had to move into the plan (``moves``). ``threads``: the
     count every build measured uses (default: ``byoc.set_threads``, ``$BYOC_THREADS``, cores).
+    ``exhaustive`` and ``min_gain`` tune the search (``search.py``): a space of at most that
+    many candidates is measured whole; an unmeasured placement must promise that share over
+    the best measured one to be measured (0: search until the estimates promise nothing).
     """
     import byoc
 
@@ -115,32 +119,37 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     report(f"{len(view.calls)} nodes in {n_atoms} atoms, options: {', '.join(labels)}")
     tuner.measure((0, n_atoms, 0))  # the host alone: always measured, whatever the budget
     result = search(n_atoms, len(options), tuner.costs, measure, out_of_time,
-                    lambda msg, best: report(msg, best))
+                    lambda msg, best: report(msg, best), exhaustive, min_gain)
     path = result.path or [(0, n_atoms, 0)]
     data = tuner.plan_data(path, result.predicted, name)
-    # The chosen placement, built whole, against the fastest single option, interleaved.
+    # The chosen placement built whole, timed against every whole-model option that measured
+    # near the best, in alternating runs: the plan is whichever is fastest end to end.
     whole = [(0, n_atoms, o) for o in range(len(options))]
-    fastest = min(whole, key=lambda c: (tuner.costs.get(c, math.inf), c[2]))
-    measured = None
-    if path != [fastest] and math.isfinite(tuner.costs.get(fastest, math.inf)) and (
-            budget is None or time.perf_counter() - started < budget):
-        report("timing the plan against the best single option")
+    best_whole = min(tuner.costs.get(c, math.inf) for c in whole)
+    rivals = [c for c in whole if c != (path[0] if len(path) == 1 else None)
+              and tuner.costs.get(c, math.inf) <= RIVALS * best_whole]
+    rivals = [c for k, c in enumerate(rivals)  # each placement once
+              if tuner.keys.get(c) not in {tuner.keys.get(r) for r in rivals[:k]}]
+    measured = tuner.costs.get(path[0]) if len(path) == 1 else None
+    if rivals and (budget is None or time.perf_counter() - started < budget):
+        report(f"timing the plan against {len(rivals)} whole-model option(s), interleaved")
         from .apply import apply_plan
 
         tuned = apply_plan(mod, Plan(data))
-        times = measurer.compare([tuner.whole_module(tuned), tuner.whole_module(
-            tuner.partitioned(0, n_atoms, fastest[2]))])
+        times = measurer.compare([_fed_by_name(tuned)] + [
+            _fed_by_name(tuner.partitioned(*c)) for c in rivals])
         measured = times[0].seconds
-        if times[1].seconds is not None and (measured is None or times[1].seconds < measured):
-            data = tuner.plan_data([fastest], tuner.costs[fastest], name,
-                                   why=f"the tuned placement measured "
-                                       f"{_ms(measured)} end to end, {labels[fastest[2]]} "
-                                       f"alone {_ms(times[1].seconds)}")
-            measured = times[1].seconds
-        data["latency"]["compared_with"] = {"option": labels[fastest[2]],
-                                            "measured_s": seconds(times[1].seconds)}
-    elif path == [fastest]:
-        measured = tuner.costs[fastest]
+        ranked = sorted((t.seconds, k) for k, t in enumerate(times) if t.seconds is not None)
+        if ranked and ranked[0][1] != 0:
+            winner = rivals[ranked[0][1] - 1]
+            data = tuner.plan_data([winner], tuner.costs[winner], name,
+                                   why=f"{labels[winner[2]]} alone measured "
+                                       f"{_ms(ranked[0][0])} end to end, the segments "
+                                       f"{_ms(measured)}")
+            measured = ranked[0][0]
+        data["latency"]["compared"] = {
+            "tuned" if k == 0 else labels[rivals[k - 1][2]]: seconds(t.seconds)
+            for k, t in enumerate(times)}
     data["latency"]["measured_s"] = seconds(measured)
     data["search"]["complete"] = result.complete
     if fallback is not None:
@@ -188,6 +197,11 @@ def option_lists(names: list[str]) -> list[list[str]]:
     return [[], *[[n] for n in names], *orders]
 
 
+def _fed_by_name(part: IRModule) -> tuple[IRModule, list[str]]:
+    """A whole-model module and the tensor each parameter takes (the input of that name)."""
+    return part, [p.name for p in part.main.params]
+
+
 def _ms(t: float | None) -> str:
     return "-" if t is None or not math.isfinite(t) else f"{t * 1e3:.3f} ms"
 
@@ -205,20 +219,26 @@ class _Tuner:
         self.regions: dict[Candidate, int] = {}  # regions the option's partition made
         self.keys: dict[Candidate, str] = {}  # equal keys: the same placement of the same work
         self.alike_done: set[tuple[int, int]] = set()
+        self._segments: dict[tuple[int, int], tuple[Function, list[str]]] = {}
+        self._parts: dict[Candidate, IRModule] = {}
         self.attrs = {k: v for k, v in mod.attrs.items() if k != HOST_REASONS}
 
     def segment(self, i: int, j: int) -> tuple[Function, list[str]]:
-        return segment_function(self.view, self.cuts[i], self.cuts[j])
+        if (i, j) not in self._segments:
+            self._segments[(i, j)] = segment_function(self.view, self.cuts[i], self.cuts[j])
+        return self._segments[(i, j)]
 
     def partitioned(self, i: int, j: int, o: int) -> IRModule:
+        """Atoms i..j-1 as a module partitioned for option o (made once)."""
         from ..partition import partition
 
-        func, _ = self.segment(i, j)
-        sub = IRModule({"main": func}, dict(self.attrs))
-        return partition(sub, self.options[o]) if self.options[o] else sub
-
-    def whole_module(self, part: IRModule) -> tuple[IRModule, list[str]]:
-        return part, [p.name for p in part.main.params]
+        found = self._parts.get((i, j, o))
+        if found is None:
+            func, _ = self.segment(i, j)
+            sub = IRModule({"main": func}, dict(self.attrs))
+            found = self._parts[(i, j, o)] = (partition(sub, self.options[o])
+                                              if self.options[o] else sub)
+        return found
 
     def measure(self, c: Candidate) -> None:
         """Measure candidate ``c``, and fill in every option placing its segment alike."""
@@ -236,20 +256,43 @@ class _Tuner:
         self.why[c] = m.why
         if (i, j) not in self.alike_done:
             self.alike_done.add((i, j))
-            for oo in range(len(self.options)):
-                other = (i, j, oo)
-                if other in self.costs:
-                    continue
-                try:
-                    key = self.measurer.key(self.partitioned(i, j, oo), inputs)
-                except ByocError:
-                    continue
-                self.keys[other] = key
+            self._key_alike(i, j, inputs)
         for oo in range(len(self.options)):
             other = (i, j, oo)
             if other != c and other not in self.costs and self.keys.get(other) == m.key:
                 self.costs[other], self.why[other] = self.costs[c], self.why[c]
                 self.regions[other] = self.regions[c]
+
+    def _key_alike(self, i: int, j: int, inputs: list[str]) -> None:
+        """The key of every option for atoms i..j-1, so that options placing them alike share
+        one measurement. A priority order whose first backend takes every node places them as
+        that backend alone does: its key is that one's, without partitioning again."""
+        single = {o[0]: k for k, o in enumerate(self.options) if len(o) == 1}
+        whole: dict[str, bool] = {}  # backend -> it takes every node of the segment
+        for oo, option in enumerate(self.options):
+            other = (i, j, oo)
+            if other in self.keys:
+                if len(option) == 1:
+                    whole[option[0]] = self._takes_all(other)
+                continue
+            first = (i, j, single[option[0]]) if option else None
+            if len(option) > 1 and whole.get(option[0]) and first in self.keys:
+                self.keys[other] = self.keys[first]
+                continue
+            try:
+                self.keys[other] = self.measurer.key(self.partitioned(i, j, oo), inputs)
+            except ByocError:
+                continue
+            if len(option) == 1:
+                whole[option[0]] = self._takes_all(other)
+
+    def _takes_all(self, c: Candidate) -> bool:
+        """True if candidate c's partition left no node of the segment on the host."""
+        from ..analysis import host_calls
+
+        part = self._parts.get(c)
+        return part is not None and not any(
+            not isinstance(e.op, GlobalVar) for e in host_calls(post_order(part.main.body)))
 
     def describe(self, c: Candidate) -> str:
         i, j, o = c
@@ -360,6 +403,3 @@ def _region_nodes(func: Function) -> list[str]:
     return [node_key(e) for e in post_order(func.body)
             if isinstance(e, Call) and not isinstance(e.op, GlobalVar)]
 
-
-def default_name(path: str) -> str:
-    return os.path.basename(path)

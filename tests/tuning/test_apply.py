@@ -260,3 +260,44 @@ def test_a_model_with_several_outputs_and_tuple_items():
         got, want = byoc.build(part).run(x), byoc.build(mod).run(x)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_if_bodies_are_partitioned_for_the_option_of_their_segment():
+    from byoc.ir import Call, GlobalVar, post_order
+    from tests.test_partition_control_flow import if_model
+
+    ops = {"sum": "ReduceSum", "positive": "Greater", "if": "If"}
+    node = {n: {"host": 5.0, "fa": 1.0} for n in ops}
+    node["if"] = {"host": 1.0}
+    costs = Costs(node, {"fa": 0.1}, {"fa": 0.0})
+    takes = {"ReduceSum", "Greater", "Relu", "Mul", "Abs", "Neg", "Add"}
+    with fake_backends(fa=takes):
+        model = if_model()
+        mod = byoc.load_onnx(model)
+        made = []
+
+        def measurer(tensors):
+            from .util import FakeMeasurer
+
+            made.append(FakeMeasurer(tensors, costs))
+            return made[-1]
+
+        x = {"x": np.array([1.0, -2.0, 3.0], np.float32)}
+        plan = byoc.tune(mod, ["fa"], x, atoms=3, measurer=measurer)
+        assert plan.data["bodies"] == {"if": ["fa"]}
+        part = byoc.partition(mod, plan=plan)
+        (if_call,) = [e for e in post_order(part.main.body) if isinstance(e, Call)
+                      and e.op == "If"]
+        inside = [e for body in (if_call.attrs["then_branch"], if_call.attrs["else_branch"])
+                  for e in post_order(body.body)
+                  if isinstance(e, Call) and isinstance(e.op, GlobalVar)]
+        assert len(inside) == 2 and all(part[c.op.name].attrs["Compiler"] == "fa"
+                                        for c in inside)
+        for v in (x, {"x": -x["x"]}):  # both branches
+            np.testing.assert_array_equal(byoc.build(part).run(v)["y"],
+                                          byoc.build(mod).run(v)["y"])
+        # edited: the bodies back on the host
+        data = copy.deepcopy(plan.data)
+        data["bodies"] = {}
+        part = byoc.partition(mod, plan=data)
+        assert len([f for f in part.functions.values() if f.attrs.get("Compiler")]) == 1

@@ -49,7 +49,8 @@ def lazily(n_atoms, n_options, cost, out_of_time=lambda: False):
             asked.append(c)
             costs[c] = cost(*c)
 
-    return search(n_atoms, n_options, costs, measure, out_of_time), costs, asked
+    return search(n_atoms, n_options, costs, measure, out_of_time, exhaustive=0,
+                  min_gain=0.0), costs, asked
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -124,3 +125,22 @@ def test_estimates_take_off_what_merging_saved_at_each_boundary():
     # a boundary whose pair is not measured: the most any other saved
     e = Estimates(3, 1, {(0, 1, 0): 3.0, (1, 2, 0): 3.0, (2, 3, 0): 3.0, (0, 2, 0): 4.0})
     assert e.cost(1, 3, 0) == pytest.approx((6.0 - 2.0) * 0.9)
+
+
+def test_the_minimum_gain_trims_the_search_and_stays_close():
+    for seed in range(20):
+        n_atoms, n_options = 10, 3
+        cost = node_cost_model(n_atoms, n_options, seed)
+        exact, _, asked_exact = lazily(n_atoms, n_options, cost)
+        costs: dict = {}
+        asked: list = []
+
+        def measure(cands):
+            for c in cands:
+                asked.append(c)
+                costs[c] = cost(*c)
+
+        trimmed = search(n_atoms, n_options, costs, measure, lambda: False, exhaustive=0)
+        assert trimmed.complete
+        assert trimmed.predicted <= exact.predicted * 1.02 + 1e-12
+        assert len(asked) <= len(asked_exact)
