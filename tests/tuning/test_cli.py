@@ -113,3 +113,15 @@ def test_a_budget_stops_the_search_with_a_plan(tmp_path, cache):
     data = json.loads(path.read_text())
     assert data["search"]["complete"] is False
     assert main(["run", "--plan", str(path)]) == 0
+
+
+def test_tune_refuses_to_replace_a_file_without_force(tmp_path, cache, capsys):
+    path = tmp_path / "plan.json"
+    path.write_text("mine")
+    assert main(["tune", "--backend", "reference", "--quiet", "-o", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "exists; pass --force to replace it" in err and "byoc tune [" not in err
+    assert path.read_text() == "mine"
+    assert main(["tune", "--backend", "reference", "--quiet", "--atoms", "2", "--force",
+                 "-o", str(path)]) == 0
+    assert json.loads(path.read_text())["format"] == "byoc-plan"
