@@ -101,7 +101,8 @@ class Estimates:
             for b in range(1, n_atoms):
                 pair = costs.get((b - 1, b + 1, o), math.inf)
                 if math.isfinite(pair) and math.isfinite(atom[b - 1]) and math.isfinite(atom[b]):
-                    pairs[b] = atom[b - 1] + atom[b] - pair
+                    # never more than the smaller atom: noise must not make a segment free
+                    pairs[b] = min(atom[b - 1] + atom[b] - pair, atom[b - 1], atom[b])
             finite = [t for t in atom if math.isfinite(t)]
             # A boundary whose pair is not measured: the most any measured one saved (before
             # any: a whole atom), so the guess stays optimistic.

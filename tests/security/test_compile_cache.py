@@ -357,10 +357,10 @@ def test_build_with_fallback_host_runs_the_region_on_the_host(failing_compiler, 
         assert set(byoc.explain(exe.mod).values()) == {exe.fallbacks[region]}
 
 
-def test_build_knows_only_the_host_fallback() -> None:
+def test_build_knows_only_the_host_and_next_fallbacks() -> None:
     import byoc
 
-    with pytest.raises(byoc.ByocError, match="fallback must be 'host' or None, not 'cpu'"):
+    with pytest.raises(byoc.ByocError, match="fallback must be 'host', 'next' or None, not 'cpu'"):
         byoc.build(byoc.load_onnx(plain_model()), fallback="cpu")
 
 
