@@ -1,7 +1,7 @@
 """BatchNormalization with constant statistics, folded away at build time.
 
     %c = Conv(%x, W, b)                       %c = Conv(%x, W * s, (b - mean) * s + B)
-    %y = BatchNormalization(%c, g, B, mean, var)        where s = g / sqrt(var + eps)
+    %y = BatchNormalization(%c, g, B, mean, var)        where s = (1 / sqrt(var + eps)) * g
 
 and a BatchNormalization after anything else becomes the elementwise ``Add(Mul(%x, s), t)``
 over ``[C, 1, ...]`` constants, which FuseOps then fuses with its neighbours.
@@ -13,6 +13,7 @@ import numpy as np
 
 from byoc.ir import Call, Constant, Expr, Function, TensorType, TupleType, post_order, rewrite
 from byoc.op import make_call
+from byoc.op.kernels.nn import batch_norm_coefficients
 
 
 def _stats(bn: Call) -> tuple[np.ndarray, np.ndarray] | None:
@@ -21,9 +22,8 @@ def _stats(bn: Call) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     if bn.attrs.get("training_mode", 0) or not all(isinstance(a, Constant) for a in bn.args[1:]):
         return None
-    g, b, mean, var = (a.value.astype(np.float64) for a in bn.args[1:])  # type: ignore[union-attr]
-    s = g / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
-    return s, b - mean * s
+    g, b, mean, var = (a.value for a in bn.args[1:])  # type: ignore[union-attr]
+    return batch_norm_coefficients(g, b, mean, var, bn.attrs.get("epsilon", 1e-5))
 
 
 def fold_batch_norm(func: Function) -> Function:

@@ -56,7 +56,10 @@ COMMON_FLAGS = ("-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=
 # Generated regions are large and compiled often: -O2 with the cheap vectorizer cost model
 # compiles in two thirds of -O3's time and runs their loops as fast. Libraries built once
 # (the GEMM) get -O3, and hidden symbols: the modules linking them do not export them.
-REGION_OPT = ("-O2", "-fvect-cost-model=cheap")
+# -ffp-contract=off: a region's a * b + c rounds twice, as onnxruntime's separate Mul and Add
+# do; fused into one FMA its last bit differs, and a quantizer downstream turns that into a
+# whole step (docs/decisions.md, "Bit-exact where onnxruntime is"). The GEMM keeps its FMAs.
+REGION_OPT = ("-O2", "-fvect-cost-model=cheap", "-ffp-contract=off")
 LIBRARY_OPT = ("-O3", "-fvisibility=hidden")
 _EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 _COMPILE_TIMEOUT_S = 600

@@ -147,7 +147,8 @@ EXPRESSIONS: dict[str, Expr] = {
     "Softsign": _u("{x} / (1.0f + fabsf({x}))"),
     "Softplus": lambda c, x, d: _softplus(x[0]),
     "Mish": lambda c, x, d: f"{x[0]} * byoc_tanhf({_softplus(x[0])})",
-    "HardSwish": _u("{x} * ({x} <= -3.0f ? 0.0f : {x} >= 3.0f ? 1.0f : {x} / 6.0f + 0.5f)"),
+    # x * HardSigmoid(x) with alpha = 1/6, as onnxruntime rounds it (a multiply, not x / 6)
+    "HardSwish": _u(f"{{x}} * {_clamp01('0.166666672f * {x} + 0.5f')}"),
     "LeakyRelu": lambda c, x, d: f"({x[0]} >= 0.0f ? {x[0]} : {_f(c, 'alpha', 0.01)} * {x[0]})",
     "ThresholdedRelu": lambda c, x, d: f"({x[0]} > {_f(c, 'alpha', 1.0)} ? {x[0]} : 0.0f)",
     "Elu": lambda c, x, d: f"({x[0]} >= 0.0f ? {x[0]} : "

@@ -20,7 +20,8 @@ def emit_batch_norm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[
     eps = float_literal(call.attrs.get("epsilon", 1e-5))
     src = ctx.src
     with src.block(f"for (long c = 0; c < {c}; c++)"):
-        src.line(f"const float a = {scale.ptr}[c] / sqrtf({var.ptr}[c] + {eps});")
+        # onnxruntime's roundings: 1 / sqrt first, then times scale (kernels/nn.py)
+        src.line(f"const float a = (1.0f / sqrtf({var.ptr}[c] + {eps})) * {scale.ptr}[c];")
         src.line(f"const float b = {bias.ptr}[c] - {mean.ptr}[c] * a;")
         with src.block(f"for (long n = 0; n < {n}; n++)"):
             src.line(f"const float *restrict xp = {x.ptr} + (n * {c} + c) * {inner};")

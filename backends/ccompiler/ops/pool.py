@@ -65,10 +65,18 @@ def emit_global_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
     is_max = call.op == "GlobalMaxPool"
     with src.block(f"for (long p = 0; p < {planes}; p++)"):
         src.line(f"const float *restrict xp = {x.ptr} + p * {n};")
-        src.line("float acc = -INFINITY;" if is_max else "float acc = 0.0f;")
-        step = "acc = xp[i] > acc ? xp[i] : acc;" if is_max else "acc += xp[i];"
-        src.line(f"for (long i = 0; i < {n}; i++) {step}")
-        src.line(f"{out.ptr}[p] = acc;" if is_max else f"{out.ptr}[p] = acc / {n}.0f;")
+        if is_max:
+            src.line("float acc = -INFINITY;")
+            src.line(f"for (long i = 0; i < {n}; i++) acc = xp[i] > acc ? xp[i] : acc;")
+            src.line(f"{out.ptr}[p] = acc;")
+        else:  # onnxruntime's order (byoc.op.kernels.pool.mlas_sum): exact to its last bit
+            src.line("float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f;")
+            src.line("long i = 0;")
+            src.line(f"for (; i + 4 <= {n}; i += 4) "
+                     "{ l0 += xp[i]; l1 += xp[i + 1]; l2 += xp[i + 2]; l3 += xp[i + 3]; }")
+            src.line("float acc = (l0 + l2) + (l1 + l3);")
+            src.line(f"for (; i < {n}; i++) acc += xp[i];")
+            src.line(f"{out.ptr}[p] = acc / {n}.0f;")
 
 
 EMITTERS = {"MaxPool": emit_max_pool, "AveragePool": emit_average_pool,

@@ -54,6 +54,15 @@ def gemm(attrs: dict, a: np.ndarray, b: np.ndarray, *rest: np.ndarray | None) ->
     return (y,)
 
 
+def batch_norm_coefficients(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
+                            var: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Inference BatchNormalization as ``x * k + shift``, with onnxruntime's roundings (1 / sqrt
+    first, then times scale): a quantizer downstream turns a last-bit difference into a whole
+    step, so the host, native's folding and onnxruntime must agree to the bit."""
+    k = (1 / np.sqrt(var + eps)).astype(var.dtype, copy=False) * scale
+    return k, bias - mean * k
+
+
 @kernel("BatchNormalization")
 def batch_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray, bias: np.ndarray,
                         mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
@@ -62,9 +71,8 @@ def batch_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray, bias: np.
     eps = attrs.get("epsilon", 1e-5)
     shape = _channel_shape(x)
     if not attrs.get("training_mode", 0):
-        # Fold into one multiply-add per element.
-        k = scale / np.sqrt(var + eps)
-        y = x * k.reshape(shape) + (bias - mean * k).reshape(shape)
+        k, shift = batch_norm_coefficients(scale, bias, mean, var, eps)
+        y = x * k.reshape(shape) + shift.reshape(shape)
         return (y.astype(x.dtype, copy=False),)
     momentum = attrs.get("momentum", 0.9)
     axes = (0,) + tuple(range(2, x.ndim))
