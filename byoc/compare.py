@@ -1,7 +1,15 @@
-"""Compare byoc's outputs with a reference (onnxruntime), with the project's tolerances.
+"""Compare byoc's outputs with a reference (onnxruntime, a recorded case), element-wise.
 
-fp32: the max absolute error must be at most 1e-4 times the reference's largest magnitude;
-fp16/bf16 get 1e-2, float64 1e-7; integers, bools and strings must be equal.
+An element is within tolerance when ``|got - want| <= atol + rtol * |want|`` (as
+``numpy.allclose``), with per-dtype defaults (``TOLERANCES``, written in the README): a
+difference is judged against the element it is in, so a tiny output's last-bit noise passes
+and one wrong element of a large output does not hide behind the output's scale. Integers,
+bools and strings must be equal; NaN must meet NaN and an infinity the same infinity.
+
+Each comparison reports the max absolute error, the max relative error (over elements whose
+reference is not 0), how many elements are out, and, where the value comes after an integer
+rounding step (a quantizer, Floor/Round/Ceil, a float-to-integer Cast), which step: there a
+last-bit difference upstream moves a value by a whole step, and that is where to look.
 """
 
 from __future__ import annotations
@@ -11,7 +19,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-RELATIVE_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2, "float64": 1e-7}
+# dtype -> (atol, rtol)
+TOLERANCES = {"float32": (1e-5, 1e-4), "float16": (1e-3, 1e-2), "bfloat16": (1e-2, 1e-2),
+              "float64": (1e-12, 1e-7)}
+DEFAULT_TOLERANCE = TOLERANCES["float32"]
+
+
+def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None
+              ) -> tuple[float, float]:
+    """The (atol, rtol) for ``dtype``: the given ones, else its defaults."""
+    default_atol, default_rtol = TOLERANCES.get(dtype, DEFAULT_TOLERANCE)
+    return (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
 
 
 @dataclass(frozen=True)
@@ -20,60 +38,151 @@ class OutputComparison:
     shape: tuple[int, ...]
     dtype: str
     max_abs_err: float
-    rel_err: float
+    max_rel_err: float  # max |got - want| / |want| over elements whose reference is not 0
     ok: bool
     note: str = ""
+    n_out: int = 0  # elements out of tolerance
+    size: int = 0
+    atol: float = 0.0
+    rtol: float = 0.0
+    rel_err: float = 0.0  # max abs error over the reference's largest magnitude
+    rounding: str = ""  # the integer rounding step the value comes after, if any
 
     def as_dict(self) -> dict:
         d = {"shape": list(self.shape), "dtype": self.dtype, "max_abs_err": self.max_abs_err,
-             "rel_err": self.rel_err, "ok": self.ok}
+             "max_rel_err": self.max_rel_err, "rel_err": self.rel_err, "out": self.n_out,
+             "size": self.size, "ok": self.ok}
+        if self.dtype.startswith(("float", "bfloat")):
+            d.update(atol=self.atol, rtol=self.rtol)
         if self.note:
             d["note"] = self.note
+        if self.rounding:
+            d["after_rounding"] = self.rounding
         return d
 
+    def summary(self) -> str:
+        """One line: the errors, how many elements are out, and why."""
+        text = (f"max_abs_err={self.max_abs_err:.3g} max_rel_err={self.max_rel_err:.3g} "
+                f"out={self.n_out}/{self.size} ")
+        text += "ok" if self.ok else "OUT OF TOLERANCE"
+        if self.dtype.startswith(("float", "bfloat")) and not self.ok:
+            text += f" (atol={self.atol:g} rtol={self.rtol:g})"
+        if self.note:
+            text += f" ({self.note})"
+        if self.rounding and self.max_abs_err:
+            text += (f"; it comes after integer rounding at {self.rounding}: a last-bit "
+                     "difference before it moves a value by a whole step")
+        return text
 
-def compare_output(name: str, got: np.ndarray, want: np.ndarray,
-                   rtol: float | None = None) -> OutputComparison:
-    """How far ``got`` is from ``want``: max abs error and that error over max |want|."""
+
+def compare_output(name: str, got: np.ndarray, want: np.ndarray, rtol: float | None = None,
+                   atol: float | None = None, rounding: str = "") -> OutputComparison:
+    """How far ``got`` is from ``want``, element-wise (see the module docstring)."""
     got, want = np.asarray(got), np.asarray(want)
     shape, dtype = tuple(got.shape), got.dtype.name
+    a_tol, r_tol = tolerance(dtype, atol, rtol)
+    common = dict(size=int(got.size), atol=a_tol, rtol=r_tol, rounding=rounding)
     if got.shape != want.shape:
         return OutputComparison(name, shape, dtype, float("inf"), float("inf"), False,
-                                f"shape {got.shape} vs reference {want.shape}")
+                                f"shape {got.shape} vs reference {want.shape}",
+                                n_out=int(got.size), rel_err=float("inf"), **common)
     if got.dtype != want.dtype:
         return OutputComparison(name, shape, dtype, float("inf"), float("inf"), False,
-                                f"dtype {got.dtype} vs reference {want.dtype}")
+                                f"dtype {got.dtype} vs reference {want.dtype}",
+                                n_out=int(got.size), rel_err=float("inf"), **common)
     if got.size == 0:
-        return OutputComparison(name, shape, dtype, 0.0, 0.0, True)
+        return OutputComparison(name, shape, dtype, 0.0, 0.0, True, **common)
     if got.dtype.kind not in "fc":
-        equal = bool(np.array_equal(got, want))
-        err = 0.0 if equal else float(np.max(got != want)) if got.dtype.kind in "OUSb" else \
-            float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
-        return OutputComparison(name, shape, dtype, err, err, equal)
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    nan_mismatch = bool(np.any(np.isnan(g) != np.isnan(w)))
-    inf_mismatch = bool(np.any(np.isinf(w) & (g != w)))
+        differ = got != want
+        n_out = int(np.count_nonzero(differ))
+        if got.dtype.kind in "OUSb" or not n_out:
+            err = float(n_out > 0)
+            return OutputComparison(name, shape, dtype, err, err, not n_out, n_out=n_out,
+                                    rel_err=err, **common)
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        return _floats(name, shape, dtype, g, w, 0.0, 0.0, common)
+    return _floats(name, shape, dtype, got.astype(np.float64), want.astype(np.float64),
+                   a_tol, r_tol, common)
+
+
+def _floats(name, shape, dtype, g, w, a_tol, r_tol, common) -> OutputComparison:
+    diff = np.abs(g - w)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))  # equal infinities and NaN meet NaN
     finite = np.isfinite(w) & np.isfinite(g)
-    err = float(np.max(np.abs(g[finite] - w[finite]), initial=0.0))
+    within = same | (finite & (diff <= a_tol + r_tol * np.abs(w)))
+    n_out = int(within.size - np.count_nonzero(within))
+    err = float(np.max(diff[finite], initial=0.0))
+    nonzero = finite & (w != 0)
+    rel = float(np.max(diff[nonzero] / np.abs(w[nonzero]), initial=0.0))
     scale = float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0))
-    rel = err / scale if scale > 0 else err
-    tol = rtol if rtol is not None else RELATIVE_TOLERANCE.get(dtype, 1e-4)
-    ok = rel <= tol and not nan_mismatch and not inf_mismatch
-    note = "NaN/Inf differ" if nan_mismatch or inf_mismatch else ""
-    return OutputComparison(name, shape, dtype, err, rel, ok, note)
+    note = "NaN/Inf differ" if n_out and not np.all(within | finite) else ""
+    return OutputComparison(name, shape, dtype, err, rel, n_out == 0, note, n_out=n_out,
+                            rel_err=err / scale if scale > 0 else err, **common)
 
 
 def compare_outputs(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray],
-                    rtol: float | None = None) -> list[OutputComparison]:
-    """Compare every reference output by name."""
+                    rtol: float | None = None, atol: float | None = None,
+                    rounding: Mapping[str, str] | None = None) -> list[OutputComparison]:
+    """Compare every reference output by name (``rounding``: output -> the rounding step it
+    comes after, see ``rounding_steps``)."""
     out = []
     for name, w in want.items():
         if name not in got:
             out.append(OutputComparison(name, (), "", float("inf"), float("inf"), False,
                                         "missing from byoc's outputs"))
         else:
-            out.append(compare_output(name, got[name], w, rtol))
+            out.append(compare_output(name, got[name], w, rtol, atol,
+                                      (rounding or {}).get(name, "")))
     return out
+
+
+ROUNDING_OPS = frozenset({"Round", "Floor", "Ceil", "QuantizeLinear", "DynamicQuantizeLinear",
+                          "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul",
+                          "com.microsoft.QLinearAdd", "com.microsoft.QLinearMul",
+                          "com.microsoft.DynamicQuantizeLSTM", "com.microsoft.QLinearConv"})
+
+
+def rounding_steps(func) -> dict[str, str]:
+    """Output name -> the last integer rounding step before it in ``func`` ('node' (Op)):
+    a quantizer, Round/Floor/Ceil, or a Cast from float to an integer type. Outputs no such
+    step feeds are left out. Linear in the function's size (one pass in run order)."""
+    from .analysis import value_name
+    from .ir import Call, Function, Tuple, post_order
+
+    assert isinstance(func, Function)
+    last: dict = {}  # expr -> the nearest rounding step upstream, or None
+    for e in post_order(func.body):
+        found = None
+        for a in getattr(e, "args", ()) or ((e.tuple_value,) if hasattr(e, "tuple_value") else
+                                            getattr(e, "fields", ())):
+            if a is not None and last.get(a):
+                found = last[a]
+        if isinstance(e, Call) and _rounds(e):
+            label = e.span.name if e.span is not None else ""
+            found = f"{label!r} ({e.op_name})"
+        last[e] = found
+    outputs = func.body.fields if isinstance(func.body, Tuple) else (func.body,)
+    names = func.attrs.get("output_names") or [value_name(o) for o in outputs]
+    return {n: last[o] for n, o in zip(names, outputs) if last.get(o)}
+
+
+def _rounds(call) -> bool:
+    from .ir import TensorType
+
+    if call.op in ROUNDING_OPS:
+        return True
+    if call.op == "Cast" and call.args and call.args[0] is not None:
+        src, dst = getattr(call.args[0], "type", None), call.type
+        return (isinstance(src, TensorType) and isinstance(dst, TensorType)
+                and _kind(src.dtype) == "f" and _kind(dst.dtype) in ("i", "u"))
+    return False
+
+
+def _kind(dtype: str | None) -> str:
+    try:
+        return np.dtype(dtype).kind if dtype else ""
+    except TypeError:  # bfloat16, float8: floats numpy does not name
+        return "f" if "float" in dtype else ""
 
 
 def onnxruntime_session(model, threads: int = 1, optimize: bool = True):

@@ -43,3 +43,13 @@ class OutputError(ByocError):
 class ByocWarning(UserWarning):
     """Something byoc repaired or worked around (a damaged cache entry rebuilt); the CLI shows
     it as one ``byoc: warning:`` line."""
+
+
+class RegionError(ByocError):
+    """A backend's ``compile`` or the callable it returned failed, or returned what the region
+    does not declare: ``backend 'NAME', region 'R' (nodes a..b): <what it said>``."""
+
+    def __init__(self, backend: str, region: str, nodes: str, message: str,
+                 contract: bool = False):
+        self.backend, self.region, self.contract = backend, region, contract
+        super().__init__(f"backend {backend!r}, region {region!r} ({nodes}): {message}")

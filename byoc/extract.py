@@ -7,10 +7,12 @@
 
 A case directory is in ONNX's own test-case layout (``model.onnx`` plus
 ``test_data_set_0/input_N.pb`` and ``output_N.pb``), so onnxruntime or any ONNX tool replays it
-without byoc. The tensors are the real boundary tensors of a reference run of the whole model.
+without byoc. The tensors are the real boundary tensors of a reference run of the whole model,
+and the region is specialized to their shapes: a model with symbolic or unnamed dims extracts
+on every backend, and a C backend's case holds the C it generates for those shapes.
 
-Regions are numbered as ``byoc partition`` lists them: main's first, then those of each If,
-Loop and Scan body. A region inside a body gets the tensors of one run of that body: the first
+Regions are numbered from 0 as ``byoc partition`` lists them (its ``#`` column), main's first,
+then those of each If, Loop and Scan body; ``bisect`` numbers them the same way. A region inside a body gets the tensors of one run of that body: the first
 by default, the K-th (from 0) with ``iteration=K``; for an If branch, its K-th run is the K-th
 time the branch was taken.
 """
@@ -28,12 +30,23 @@ import onnx
 from onnx import numpy_helper
 
 from .analysis import Scope, unique, value_name, walk_functions
-from .backend import get_backend
-from .compare import OutputComparison, compare_output
+from .compare import OutputComparison, compare_output, rounding_steps
 from .errors import ByocError, InputError
 from .files.outputs import OutputFolder, check_output_folder
 from .files.reading import read_regular
-from .ir import Call, Constant, Function, GlobalVar, IRModule, Tuple, post_order
+from .ir import (
+    NO_ATTRS,
+    Call,
+    Constant,
+    Function,
+    GlobalVar,
+    IRModule,
+    Span,
+    Tuple,
+    TupleGetItem,
+    Var,
+    post_order,
+)
 from .partition import annotate_range, partition
 from .report import show
 from .runtime import build
@@ -120,7 +133,7 @@ def reference_values(mod: IRModule, inputs: Mapping[str, np.ndarray], names: lis
         return {n: record[n] for n in names}
     wanted = [n for n in names if n not in inputs]
     run = build(mod).run(inputs, capture=wanted, iteration=iteration)
-    return {**{n: np.asarray(inputs[n]) for n in names if n in inputs}, **run.tensors}
+    return {**{n: np.asarray(inputs[n]) for n in names if n in inputs}, **run}
 
 
 def _region_inputs(region: Region, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -185,27 +198,32 @@ def write_case(region: Region, backend: str, out_dir: str, inputs: list[np.ndarr
             for k, (name, arr) in enumerate(zip(names, arrays)):
                 with open(out.path(f"test_data_set_0/{kind}_{k}.pb"), "wb") as f:
                     f.write(numpy_helper.from_array(np.asarray(arr), name).SerializeToString())
-        source = _source(backend, region.func)
+        source, why = _source(backend, region.func, inputs)
         if source is not None:
             with open(out.path("region.c"), "w") as f:
                 f.write(source)
         with open(out.path("README.md"), "w") as f:
-            f.write(_readme(region, backend, inputs, outputs))
+            f.write(_readme(region, backend, inputs, outputs, why))
     files = out.files
     return Case(out_dir, region, backend, files)
 
 
-def _source(backend: str, func: Function) -> str | None:
-    """The backend's generated source for the region, if it is a C backend (emit_c)."""
+def _source(backend: str, func: Function, inputs: list[np.ndarray]) -> tuple[str | None, str]:
+    """The backend's C for the region specialized to ``inputs`` (a C backend's ``c_source``),
+    or None and why there is none (a backend that writes no C says nothing)."""
     try:
         module = importlib.import_module(f"byoc.backends.{backend}")
     except ImportError:
-        return None
-    emit = getattr(module, "emit_c", None)
-    return emit(func) if callable(emit) else None
+        return None, ""
+    emit = getattr(module, "c_source", None)
+    if not callable(emit):
+        return None, ""
+    try:
+        return emit(func, inputs), ""
+    except Exception as exc:  # the case is still worth writing: its inputs show the bug
+        return None, f"{backend} generates no C for these shapes: {type(exc).__name__}: {exc}"
 
-
-def _readme(region: Region, backend: str, inputs, outputs) -> str:
+def _readme(region: Region, backend: str, inputs, outputs, why_no_c: str = "") -> str:
     def cell(name: str) -> str:  # one line, printable, and no `|` ending a table cell
         return show(name).replace("|", "\\|")
 
@@ -220,9 +238,9 @@ Replay it on the backend, comparing with the recorded outputs (exit 0 if they ma
     byoc repro . --backend {backend}
 
 The outputs in `test_data_set_0/` come from byoc's host executor on the whole model; the
-comparison allows, for float32, a max absolute error of 1e-4 times the output's largest
-magnitude (integers and bools must be equal). onnxruntime replays the same files:
-`model.onnx` with `test_data_set_0/input_*.pb`.
+comparison is element-wise, `|got - want| <= atol + rtol * |want|` (float32: atol 1e-5, rtol
+1e-4; `--atol`/`--rtol` to change them), integers and bools must be equal. onnxruntime replays
+the same files: `model.onnx` with `test_data_set_0/input_*.pb`.{chr(10) + chr(10) + show(why_no_c) if why_no_c else ""}
 
 ONNX nodes in the region: {", ".join(f"`{show(n)}`" for n in region.nodes[:50])}{" ..." if len(region.nodes) > 50 else ""}
 
@@ -268,54 +286,72 @@ def load_case(case_dir: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], di
     return model, read("input", n_in), read("output", len(model.graph.output))
 
 
-def repro(case_dir: str, backend: str) -> list[OutputComparison]:
+def repro(case_dir: str, backend: str, *, atol: float | None = None,
+          rtol: float | None = None) -> list[OutputComparison]:
     """Run a case on ``backend`` (all of it offloaded where it can be) against its outputs."""
     from .frontends.onnx import load_onnx
 
     model, inputs, expected = load_case(case_dir)
-    part = partition(load_onnx(model), backends=[backend])
+    mod = load_onnx(model)
+    part = partition(mod, backends=[backend])
     got = build(part).run(inputs)
-    return [compare_output(n, got[n], w) for n, w in expected.items()]
+    steps = rounding_steps(mod.main)
+    return [compare_output(n, got[n], w, rtol, atol, steps.get(n, "")) for n, w in expected.items()]
 
 
 @dataclass
 class BisectResult:
-    """The first region (in the order main runs them) that is out of tolerance, and its node."""
+    """The first region (in the order main runs them, numbered from 0 as ``byoc partition``
+    numbers them) whose outputs are out of tolerance or whose backend fails, and its node."""
 
     region: Region | None
     node: str | None
     node_op: str | None
     comparisons: list[OutputComparison]
-    checked: int
+    checked: int  # how many regions were run
     case: Case | None = None
+    index: int | None = None  # the bad region's number
+    error: str = ""  # what the backend said, if it failed rather than differed
 
 
-def _run_region(backend: str, func: Function, args: list[np.ndarray]) -> list[np.ndarray]:
-    """The region on its backend, its tensors moved to the backend's device and back."""
-    from .runtime.devices import get_device
+def region_module(region: Region, attrs: Mapping | None = None) -> IRModule:
+    """A module whose main calls the region alone, its inputs and outputs named as in ONNX:
+    ``build`` gives it the backend's device copies and its result checks, as in a whole run."""
+    func = region.func
+    params = tuple(Var(n, p.type) for n, p in zip(region.input_names, func.params))
+    span = Span(region.name, "", tuple(region.output_names))
+    call = Call(GlobalVar(region.name), params, NO_ATTRS, func.ret_type, span)
+    body = Tuple(tuple(TupleGetItem(call, k) for k in range(len(region.output_names)))) \
+        if isinstance(func.body, Tuple) else call
+    main = Function(params, body, {"output_names": list(region.output_names)})
+    return IRModule({"main": main, region.name: func}, dict(attrs or {}))
 
-    chosen = get_backend(backend)
-    device = get_device(chosen.device)
-    outs = chosen.compile(func)(*(device.to_device(np.asarray(a, order="C")) for a in args))
-    return [np.asarray(device.to_host(o)) for o in outs]
+
+def run_region(region: Region, arrays: list[np.ndarray], attrs: Mapping | None = None
+               ) -> list[np.ndarray]:
+    """The region's outputs on its backend for ``arrays`` (one per parameter)."""
+    got = build(region_module(region, attrs)).run(dict(zip(region.input_names, arrays)))
+    return [np.asarray(got[n]) for n in region.output_names]
 
 
-def _bad(region: Region, backend: str, values: Mapping[str, np.ndarray]) -> list[OutputComparison]:
+def _bad(region: Region, values: Mapping[str, np.ndarray], attrs: Mapping | None,
+         atol: float | None, rtol: float | None) -> tuple[list[OutputComparison], str]:
+    """The region's outputs out of tolerance against the host's, or what its backend said."""
     try:
-        got = _run_region(backend, region.func, _region_inputs(region, values))
-    except ByocError:
-        raise
-    except Exception as exc:
-        raise ByocError(f"region {region.name!r} failed on {backend}: {type(exc).__name__}: "
-                        f"{exc}".splitlines()[0]) from exc
-    checks = [compare_output(n, g, values[n]) for n, g in zip(region.output_names, got)]
-    return [c for c in checks if not c.ok]
+        got = run_region(region, _region_inputs(region, values), attrs)
+    except ByocError as exc:
+        return [], str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    steps = rounding_steps(region.func.with_attrs(output_names=region.output_names))
+    checks = [compare_output(n, g, values[n], rtol, atol, steps.get(n, ""))
+              for n, g in zip(region.output_names, got)]
+    return [c for c in checks if not c.ok], ""
 
 
 def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
            out_dir: str | None = None, progress=None, force: bool = False,
-           protect=()) -> BisectResult:
-    """Find the first region whose outputs are off, then the first node inside it.
+           protect=(), *, atol: float | None = None, rtol: float | None = None) -> BisectResult:
+    """Find the first region whose outputs are off (or whose backend fails), then the first
+    node inside it.
 
     Every region runs on ``backend`` with the real intermediate tensors of a host run; inside
     the first bad one, a binary search over prefixes of its nodes (each prefix annotated with
@@ -327,13 +363,15 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
         check_output_folder(out_dir, force)
     # main's regions only: the node search below annotates ranges of main.
     found = regions(partition(mod, backends=[backend]), bodies=False)
-    values = build(mod).run(inputs, capture="all").tensors
+    attrs = mod.attrs
+    values: dict[str, np.ndarray] = dict(build(mod).run(inputs, capture="all"))
     values.update({k: np.asarray(v) for k, v in inputs.items()})
     for k, region in enumerate(found):
         if progress:
-            progress(f"region {k + 1}/{len(found)} {region.name} ({len(region.nodes)} nodes)")
-        bad = _bad(region, backend, values)
-        if not bad:
+            progress(f"region {k} of 0..{len(found) - 1}: {region.name} "
+                     f"({len(region.nodes)} nodes)")
+        bad, error = _bad(region, values, attrs, atol, rtol)
+        if not bad and not error:
             continue
         names = region.nodes
         lo, hi = 0, len(names) - 1  # the first bad prefix ends in [lo, hi]
@@ -341,7 +379,7 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
             mid = (lo + hi) // 2
             prefix = "|".join(re.escape(n) for n in names[:mid + 1])
             sub = select(mod, backend, name_regex=f"^(?:{prefix})$")
-            if _bad(sub, backend, values):
+            if any(_bad(sub, values, attrs, atol, rtol)):
                 hi = mid
             else:
                 lo = mid + 1
@@ -352,5 +390,5 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
         if out_dir is not None:
             case = extract(mod, backend, out_dir, inputs, nodes=(node, node), force=force,
                            protect=protect)
-        return BisectResult(region, node, op, bad, k + 1, case)
+        return BisectResult(region, node, op, bad, k + 1, case, k, error)
     return BisectResult(None, None, None, [], len(found))

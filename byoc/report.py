@@ -110,10 +110,10 @@ def _symbolic(types) -> list[str]:
 
 
 WIDTH = 120  # columns the table fits in
-HEADER = ("region", "backend", "nodes", "op types", "inputs", "outputs", "bytes in/out")
+HEADER = ("#", "region", "backend", "nodes", "op types", "inputs", "outputs", "bytes in/out")
 # The narrowest each column gets to fit WIDTH (None: never shortened). A region's name keeps
 # room for its backend, the start of its first node and its hash.
-FLOORS = (30, 9, None, 12, 12, 12, None)
+FLOORS = (None, 30, 9, None, 12, 12, 12, None)  # "#": the number extract --region takes
 
 
 def format_table(report: dict, explain: bool = False) -> str:
@@ -121,13 +121,13 @@ def format_table(report: dict, explain: bool = False) -> str:
     each host node and why."""
     rows: list[tuple[tuple[str, str], ...]] = [tuple((h, "") for h in HEADER)]
     symbolic: set[str] = set()
-    for r in report["regions"]:
+    for k, r in enumerate(report["regions"]):
         ops = ", ".join(f"{n} {op}" if n > 1 else op for op, n in
                         sorted(r["op_types"].items(), key=lambda kv: (-kv[1], kv[0])))
         marked = "*" if r.get("bytes_symbolic") else ""
         symbolic.update(r.get("bytes_symbolic") or ())
         # Each cell is (text that may be shortened, suffix kept whole).
-        rows.append(((show(r["name"]), ""), (show(str(r["backend"])), ""),
+        rows.append(((str(k), ""), (show(r["name"]), ""), (show(str(r["backend"])), ""),
                      (str(len(r["nodes"])), ""), (ops, ""), _names(r["inputs"]),
                      _names(r["outputs"]),
                      (f"{_size(r['bytes_in'])} / {_size(r['bytes_out'])}{marked}", "")))
@@ -141,7 +141,8 @@ def format_table(report: dict, explain: bool = False) -> str:
                               WIDTH))
     offloaded = sum(len(r["nodes"]) for r in report["regions"])
     total = offloaded + len(report["host_nodes"])
-    lines.append(f"{len(report['regions'])} region(s); {offloaded} of {total} nodes offloaded, "
+    lines.append(f"{len(report['regions'])} region(s), numbered from 0 as extract --region and "
+                 f"bisect number them; {offloaded} of {total} nodes offloaded, "
                  f"{len(report['host_nodes'])} on the host")
     bodies = report.get("offload", {}).get("bodies", {})
     if bodies.get("nodes"):

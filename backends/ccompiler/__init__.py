@@ -21,6 +21,11 @@ from .support import supports
 NAME = "ccompiler"
 
 
+def c_source(func, arrays) -> str:
+    """The C of region ``func`` specialized to ``arrays`` (what ``byoc extract`` writes)."""
+    return CompiledRegion.source_for(func, arrays).source
+
+
 def register() -> Backend:
     """Register the backend (``byoc.get_backend("ccompiler")`` calls this on first use)."""
     # A region of views alone (a lone Reshape) is not worth a compile.
@@ -28,5 +33,5 @@ def register() -> Backend:
                             reject_region=fewer_than(1))
 
 
-__all__ = ["CompiledRegion", "NAME", "compile_region", "emit_c", "generate", "register",
+__all__ = ["CompiledRegion", "NAME", "c_source", "compile_region", "emit_c", "generate", "register",
            "supports", "write_c_sources"]

@@ -151,13 +151,32 @@ def _signature(plan: Plan, names: dict[int, str], restrict: bool = True) -> str:
 def _header(src: CSource, func: Function, ops: list[Call], plan: Plan, names: dict[int, str],
             arg_types: Sequence[TensorType], types: dict[Key, TensorType]) -> None:
     src.comment(f"byoc ccompiler: region {shorten(region_name(func))}")
-    src.comment(f"ONNX nodes ({len(ops)}):")
-    for call in ops:
-        src.comment(f"  {_node_label(call)}")
+    node_list(src, func, ops)
     for s, t in zip(plan.inputs, arg_types):
         src.comment(f"input {names[id(s)]} = {shorten(s.label)}: {_fmt(t)}")
     for s, k in zip(plan.outputs, plan.output_keys):
         src.comment(f"output {names[id(s)]} = {shorten(s.label)}: {_fmt(types[k])}")
+
+
+def node_list(src: CSource, func: Function, ops: Sequence[Call]) -> None:
+    """The header lines naming the ONNX nodes a region's C came from (escaped comments): all
+    of the region's, as ``onnx_nodes`` recorded them before folding (``node_labels``)."""
+    labels = func.attrs.get("onnx_nodes") or [_node_label(call) for call in ops]
+    src.comment(f"ONNX nodes ({len(labels)}):")
+    for label in labels:
+        src.comment(f"  {label}")
+
+
+def node_labels(func: Function) -> list[str]:
+    """``name (Op)`` of every ONNX node of a region, in run order (composites opened)."""
+    out = []
+    for e in post_order(func.body):
+        if isinstance(e, Call):
+            if isinstance(e.op, Function):
+                out.extend(node_labels(e.op))
+            else:
+                out.append(_node_label(e))
+    return out
 
 
 def _node_label(call: Call) -> str:

@@ -28,7 +28,7 @@ from byoc.codegen import build_cache, c_type
 from byoc.ir import Function, TensorType
 
 from . import runtime_c
-from .codegen import SYMBOL, Generated, generate, region_name
+from .codegen import SYMBOL, Generated, generate, node_labels, region_name
 from .emitter import Unsupported
 from .fold import fold_constants
 
@@ -166,9 +166,10 @@ class CompiledRegion:
     value_params: Callable[[Function], tuple[int, ...]] = staticmethod(lambda func: ())
     specialize: Callable[[Function, Sequence[TensorType], dict[int, np.ndarray]], Function] = \
         staticmethod(lambda func, types, values: func)
+    prepare: Callable[[Function], Function] = staticmethod(lambda func: func)  # before folding
 
     def __init__(self, func: Function):
-        self.func = fold_constants(func)
+        self.func = self._folded(func)
         self.name = region_name(func)
         self._variants: dict[object, Callable[[Sequence[np.ndarray]], tuple]] = {}
         self._lock = threading.Lock()
@@ -182,6 +183,23 @@ class CompiledRegion:
                         for t in declared)
             self._specialize(sig, sig, ())
 
+    @classmethod
+    def _folded(cls, func: Function) -> Function:
+        """``func`` prepared and its constant calls folded, its ONNX nodes listed first (the
+        C's header names them all, folded or not)."""
+        return fold_constants(cls.prepare(func.with_attrs(onnx_nodes=node_labels(func))))
+
+    @classmethod
+    def source_for(cls, func: Function, arrays: Sequence[np.ndarray]) -> Generated:
+        """The C this backend generates for ``func`` called with ``arrays`` (their shapes,
+        dtypes and, for value parameters, values), without building it; ``Unsupported`` if it
+        would run them on the host."""
+        func = cls._folded(func)
+        arrays = [np.asarray(a, order="C") for a in arrays]
+        types = [TensorType(a.shape, a.dtype.name) for a in arrays]
+        values = {k: arrays[k] for k in cls.value_params(func)}
+        return cls.generate(cls.specialize(func, types, values), types)
+
     def __call__(self, *arrays) -> tuple[np.ndarray, ...]:
         # np.asarray(order="C") rather than ascontiguousarray, which makes a 0-d array 1-d.
         arrays = tuple(np.asarray(a, order="C") for a in arrays)
@@ -193,6 +211,11 @@ class CompiledRegion:
         sig = tuple((a.shape, a.dtype) for a in arrays)
         key = (sig, *(arrays[k].tobytes() for k in self._by_value)) if self._by_value else sig
         return self._variants.get(key) or self._specialize(sig, key, arrays)
+
+    @property
+    def signatures(self) -> int:
+        """How many shape signatures it was specialized for so far (in C or on the host)."""
+        return len(self._variants)
 
     @property
     def specializations(self) -> list[Generated]:

@@ -44,10 +44,15 @@ def supports(call: Call) -> bool | str:
     return True if verdict is True else "native: " + verdict.removeprefix("ccompiler: ")
 
 
+def c_source(func, arrays) -> str:
+    """The C of region ``func`` specialized to ``arrays`` (what ``byoc extract`` writes)."""
+    return NativeRegion.source_for(func, arrays).source
+
+
 def register() -> Backend:
     """Register the backend (``byoc.get_backend("native")`` calls this on first use)."""
     return register_backend(NAME, supports=supports, compile=compile_region,
                             reject_region=fewer_than(1))
 
 
-__all__ = ["NAME", "NativeRegion", "compile_region", "generate", "register", "supports"]
+__all__ = ["NAME", "NativeRegion", "c_source", "compile_region", "generate", "register", "supports"]

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from byoc.backends.ccompiler import runtime_c
-from byoc.backends.ccompiler.codegen import SYMBOL, Generated, region_name, static_arg_types
+from byoc.backends.ccompiler.codegen import (SYMBOL, Generated, node_list, region_name,
+                                              static_arg_types)
 from byoc.backends.ccompiler.emitter import Emit, Tensor, Unsupported
 from byoc.backends.ccompiler.loops import (broadcast_strides, coalesce, contiguous_strides,
                                           loop_nest)
@@ -105,6 +106,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
         body.line(f"memcpy({name}, {region.ptr[k]}, {_nbytes(types[k])});")
     src = CSource()
     src.comment(f"byoc native: region {shorten(region_name(func))}, {len(kernels)} kernels")
+    node_list(src, func, [e for e in post_order(func.body) if isinstance(e, Call)])
     src.lines(runtime_c.render(ctx.needed | {"math"}))
     src.line("#define BYOC_NOINLINE __attribute__((noinline))")
     src.lines(ctx.src.text())

@@ -18,9 +18,7 @@ class NativeRegion(CompiledRegion):
     generate = staticmethod(native_generate)
     value_params = staticmethod(value_params)
     specialize = staticmethod(specialize)
-
-    def __init__(self, func: Function):
-        super().__init__(fold_batch_norm(func))
+    prepare = staticmethod(fold_batch_norm)
 
 
 def compile_region(func: Function) -> NativeRegion:

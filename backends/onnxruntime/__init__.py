@@ -110,7 +110,17 @@ def _to_ort(array: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy(array)
 
 
-DEVICE = Device("onnxruntime", to_device=_to_ort, to_host=lambda value: value.numpy())
+_ORT_DTYPES = {"float": "float32", "double": "float64", "string": "object"}
+
+
+def _describe(value) -> tuple[tuple[int, ...], str]:
+    """An OrtValue's shape and dtype name ("tensor(float)" -> "float32")."""
+    kind = value.data_type().removeprefix("tensor(").removesuffix(")")
+    return tuple(value.shape()), _ORT_DTYPES.get(kind, kind)
+
+
+DEVICE = Device("onnxruntime", to_device=_to_ort, to_host=lambda value: value.numpy(),
+                describe=_describe)
 
 
 def register() -> Backend:

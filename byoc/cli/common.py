@@ -73,6 +73,8 @@ def hint_made_up(exc: Exception, args, mod) -> Exception:
 
     from ..ir import DEFAULTS
 
+    if getattr(exc, "contract", False):  # a backend broke the region contract: not the inputs
+        return exc
     given = {spec.partition("=")[0] for spec in args.input} | set(mod.main.attrs.get(DEFAULTS) or ())
     made_up = [p.name for p in mod.main.params if p.name not in given]
     if not made_up:
@@ -222,3 +224,11 @@ def threads_arg(p) -> None:
                    help="threads for every engine: byoc's kernels, numpy's BLAS, onnxruntime "
                         "(default: $BYOC_THREADS, else the physical cores)")
 
+
+
+def tolerance_args(p) -> None:
+    """--atol and --rtol: |got - want| <= atol + rtol * |want| element-wise (byoc/compare.py)."""
+    p.add_argument("--atol", type=float, metavar="A",
+                   help="absolute tolerance (default per dtype; float32 1e-5)")
+    p.add_argument("--rtol", type=float, metavar="R",
+                   help="relative tolerance (default per dtype; float32 1e-4)")

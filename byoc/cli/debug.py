@@ -14,6 +14,7 @@ from .common import (
     read_paths,
     show,
     threads_arg,
+    tolerance_args,
 )
 
 
@@ -44,10 +45,9 @@ def cmd_extract(args) -> int:
 def cmd_repro(args) -> int:
     from ..extract import repro
 
-    checks = repro(args.case, one_backend(args))
+    checks = repro(args.case, one_backend(args), atol=args.atol, rtol=args.rtol)
     for c in checks:
-        print(f"  {show(c.name)}: max_abs_err={c.max_abs_err:.3g} rel_err={c.rel_err:.3g} "
-              + ("ok" if c.ok else "OUT OF TOLERANCE" + (f" ({c.note})" if c.note else "")))
+        print(f"  {show(c.name)}: {c.summary()}")
     ok = all(c.ok for c in checks)
     print("reproduces the recorded outputs" if ok else "does NOT match the recorded outputs")
     return 0 if ok else 1
@@ -61,13 +61,18 @@ def cmd_bisect(args) -> int:
     path, mod = load_model(args)
     result = bisect(mod, one_backend(args), model_inputs(args, mod), out_dir=args.output,
                     progress=lambda line: print(f"  checking {line}", file=sys.stderr, flush=True),
-                    force=args.force, protect=read_paths(args))
+                    force=args.force, protect=read_paths(args),
+                    atol=args.atol, rtol=args.rtol)
     if result.region is None:
-        print(f"all {result.checked} region(s) match the host")
+        print(f"no region differs: all {result.checked} region(s) (numbered from 0, as in "
+              "byoc partition) match the host")
         return 0
-    print(f"first bad region: {result.region.name} (region {result.checked} of the run)")
+    print(f"first bad region: {result.index} {result.region.name} (regions numbered from 0, "
+          f"as in byoc partition and extract --region)")
+    if result.error:
+        print(f"  the backend failed: {show(result.error)}")
     for c in result.comparisons:
-        print(f"  {show(c.name)}: rel_err={c.rel_err:.3g}")
+        print(f"  {show(c.name)}: {c.summary()}")
     print(f"first bad node: {show(result.node)} ({result.node_op})")
     if result.case is not None:
         print(f"repro: byoc repro {result.case.out_dir} --backend {result.case.backend}")
@@ -79,7 +84,8 @@ def register(sub) -> None:
     model_arg(p)
     input_args(p)
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--region", type=int, metavar="K", help="the K-th region (from 0)")
+    which.add_argument("--region", type=int, metavar="K",
+                       help="region K, numbered from 0 as byoc partition and bisect number them")
     which.add_argument("--nodes", metavar="FIRST:LAST", help="a node range by ONNX node names")
     which.add_argument("--name-regex", metavar="RE", help="the nodes whose names match")
     p.add_argument("--iteration", type=int, default=0, metavar="K",
@@ -93,6 +99,7 @@ def register(sub) -> None:
     p.add_argument("case", metavar="DIR")
     p.add_argument("--backend", required=True)
     threads_arg(p)
+    tolerance_args(p)
     p.set_defaults(fn=cmd_repro)
 
     p = sub.add_parser("bisect", help="find the first region and node a backend gets wrong")
@@ -101,4 +108,5 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect",
                    help="where to extract a repro of the first bad node (default byoc-bisect)")
     force_arg(p)
+    tolerance_args(p)
     p.set_defaults(fn=cmd_bisect)

@@ -24,6 +24,7 @@ from .common import (
     settled,
     show,
     threads_of,
+    tolerance_args,
 )
 
 
@@ -36,7 +37,7 @@ def _quantized(mod) -> bool:
 def cmd_run(args) -> int:
     import byoc
 
-    from ..compare import compare_outputs, run_onnxruntime
+    from ..compare import compare_outputs, rounding_steps, run_onnxruntime
 
     if args.trace:
         from ..files.outputs import check_output_file
@@ -88,13 +89,15 @@ def cmd_run(args) -> int:
         except Exception as exc:  # onnxruntime's refusal is not a bug in byoc
             raise byoc.ByocError(f"--compare: onnxruntime cannot run the model: "
                                  f"{one_line(str(exc))}") from None
-        comparisons = compare_outputs(outputs, reference)
+        steps = rounding_steps(mod.main)
+        comparisons = compare_outputs(outputs, reference, args.rtol, args.atol, steps)
         result["ok"] = all(c.ok for c in comparisons)
         if not result["ok"] and _quantized(mod):
             # onnxruntime's default optimizations fuse DQ -> op -> Q into integer kernels that
             # round differently (docs/decisions.md); byoc runs the graph as written.
             as_written = compare_outputs(outputs, run_onnxruntime(path, inputs, threads_of(args),
-                                                                  optimize=False))
+                                                                  optimize=False),
+                                         args.rtol, args.atol, steps)
             if all(c.ok for c in as_written):
                 worst = max(c.max_abs_err for c in comparisons)
                 result["note"] = (f"matches onnxruntime run as written (no graph optimizations); "
@@ -102,6 +105,7 @@ def cmd_run(args) -> int:
                 comparisons, result["ok"] = as_written, True
         for c in comparisons:
             result["outputs"][c.name] = c.as_dict()
+        summaries = {c.name: c.summary() for c in comparisons}
     else:
         for name, value in outputs.items():
             arr = value if hasattr(value, "shape") else None
@@ -125,8 +129,7 @@ def cmd_run(args) -> int:
         for name, o in result["outputs"].items():
             line = f"  {show(name)}: {tuple(o['shape']) if o['shape'] is not None else '?'} {o['dtype']}"
             if comparisons is not None:
-                line += f"  max_abs_err={o['max_abs_err']:.3g} rel_err={o['rel_err']:.3g} " + (
-                    "ok" if o["ok"] else "OUT OF TOLERANCE" + (f" ({o['note']})" if o.get("note") else ""))
+                line += f"  {summaries[name]}"
             print(line)
         if comparisons is not None:
             print(result.get("note") or (
@@ -169,6 +172,7 @@ def register(sub) -> None:
     model_arg(p, optional=True)
     input_args(p)
     p.add_argument("--compare", metavar="onnxruntime")
+    tolerance_args(p)
     p.add_argument("--no-fallback", action="store_true",
                    help="fail if any node would run on the host")
     fallback_arg(p)

@@ -26,6 +26,8 @@ class Device:
     to_device: Callable[[np.ndarray], Any]
     to_host: Callable[[Any], np.ndarray]
     nbytes: Callable[[Any], int] = lambda v: int(getattr(v, "nbytes", 0))
+    # (shape, dtype name) of a value on the device, for the check of a region's results
+    describe: Callable[[Any], tuple[tuple[int, ...], str]] | None = None
 
 
 _DEVICES: dict[str, Device] = {HOST: Device(HOST, lambda a: a, lambda a: a)}

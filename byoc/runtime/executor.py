@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, KernelError
+from ..errors import InputError, KernelError, RegionError
 from ..ir import DEFAULTS, Call, Function, GlobalVar, IRModule, TensorType, TupleType
 from ..op import registry
 from ..op.host_kernels import KernelContext
-from .devices import HOST, CopyStats
+from .capture import DebugRun, check_wanted, complete
+from .devices import HOST, CopyStats, get_device
 from .plan import CALL, GETITEM, Plan, make_plan
+from .region_call import checked_region, compile_error, said
 from .pycode import compile_plan
 from .threads import BLAS, building
 from .threads import resolve as resolve_threads
@@ -60,7 +61,7 @@ class Executable:
         op = call.op
         if isinstance(op, GlobalVar):
             if op.name in self.external:
-                return _as_tuple_fn(self.external[op.name])
+                return self._region_kernel(op.name)
             func = self.mod[op.name]
             return lambda *args, f=func: tuple(self._execute(self.plan(f), list(args)))
         if isinstance(op, Function):  # a composite: one node to a probe, as before
@@ -74,6 +75,17 @@ class Executable:
         except Exception as exc:
             raise KernelError(f"cannot build its kernel: {type(exc).__name__}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}", span, op) from exc
+
+    def _region_kernel(self, name: str) -> Callable:
+        """The built region, its errors named and its results checked (region_call.py)."""
+        func = self.mod[name]
+        describe = None
+        compiler = func.attrs.get("Compiler")
+        if compiler:
+            from ..backend import get_backend
+
+            describe = get_device(get_backend(compiler).device).describe
+        return checked_region(name, func, self.external[name], describe)
 
     # -- running ----------------------------------------------------------------------------
     def run_function(self, func: Function, args: list) -> list:
@@ -95,6 +107,19 @@ class Executable:
         finally:
             probe.recording, probe.current = outer
 
+    def _host_value(self, call: Call, value: Any) -> Any:
+        """A captured value that lives on a backend's device (an OrtValue), as an array."""
+        device = HOST
+        if call.op == "device_copy":
+            device = call.attrs["dst_device"]
+        elif isinstance(call.op, GlobalVar) and call.op.name in self.mod.functions:
+            compiler = self.mod[call.op.name].attrs.get("Compiler")
+            if compiler:
+                from ..backend import get_backend
+
+                device = get_backend(compiler).device
+        return value if device == HOST else get_device(device).to_host(value)
+
     def _execute(self, plan: Plan, args: list, probe: Probe | None = None) -> list:
         slots: list[Any] = [None] * plan.n_slots
         for s, a in zip(plan.param_slots, args):
@@ -113,6 +138,7 @@ class Executable:
                 self._loop(plan, slots)
             else:
                 self._probed_loop(plan, slots, probe)
+                complete(plan.func, probe)  # constants, elided Identity outputs
         return [slots[s] for s in plan.output_slots]
 
     def _compiled(self, plan: Plan):
@@ -173,7 +199,7 @@ class Executable:
                 return fn(*vals)
             except Exception as again:
                 exc = again
-        if isinstance(exc, KernelError):
+        if isinstance(exc, (KernelError, RegionError)):
             raise exc
         raise KernelError(f"{type(exc).__name__}: {_first_line(exc)}",
                           call.span.name if call.span else None, call.op_name) from exc
@@ -199,7 +225,9 @@ class Executable:
 
     def _debug_run(self, args: list, capture: str | Iterable[str], iteration: int) -> DebugRun:
         wanted = None if capture == "all" else set([capture] if isinstance(capture, str) else capture)
-        probe = Probe(wanted, iteration)
+        if wanted:
+            check_wanted(self.mod, wanted)
+        probe = Probe(wanted, iteration, self._host_value)
         for p, a in zip(self.mod.main.params, args):
             probe.keep(p.name, a)
         self._probe = probe
@@ -224,8 +252,10 @@ class Probe:
     overwrites can change what was captured.
     """
 
-    def __init__(self, wanted: set[str] | None, iteration: int = 0):
+    def __init__(self, wanted: set[str] | None, iteration: int = 0,
+                 to_host: Callable[[Call, Any], Any] | None = None):
         self.wanted = wanted
+        self.to_host = to_host  # a value on a backend's device (an OrtValue) as an array
         self.iteration = iteration
         self.runs: dict[Function, int] = {}  # body -> how many times it started
         self.recording = True  # False inside a body run other than the chosen one
@@ -246,13 +276,13 @@ class Probe:
         self.current = self.bodies.setdefault(body, {}) if self.recording else None
         return outer
 
-    def keep(self, name: str, value: Any, flat: bool = True) -> None:
+    def keep(self, name: str, value: Any, flat: bool = True, copy: bool = True) -> None:
         """Copy ``value`` into the record of the body running (if it is the chosen run) and,
         unless ``flat`` is False, into the flat ``tensors``."""
         if not self.recording:
             return
         if name and (self.wanted is None or name in self.wanted) and isinstance(value, np.ndarray):
-            copy = np.array(value, copy=True)
+            copy = np.array(value, copy=True) if copy else value
             if flat:
                 self.tensors[name] = copy
             if self.current is not None:
@@ -266,30 +296,14 @@ class Probe:
         self.events.append((span.name, call.op_name, started, seconds))
         if isinstance(call.type, TupleType):
             for name, v in zip(span.outputs, value):
-                self.keep(name, v)
+                self.keep(name, self._on_host(call, v))
         elif span.outputs:
-            self.keep(span.outputs[0], value)
+            self.keep(span.outputs[0], self._on_host(call, value))
 
-
-@dataclass
-class DebugRun:
-    """What ``run(..., capture=...)`` returns."""
-
-    outputs: dict[str, np.ndarray]
-    tensors: dict[str, np.ndarray]
-    times: dict[str, float]
-    events: list[tuple[str, str, float, float]] = field(default_factory=list)
-    # Per If/Loop/Scan body function: the tensors of its chosen run (``iteration``), its
-    # parameters included, by ONNX name (a body may read an outer value under the same name).
-    bodies: dict[Function, dict[str, np.ndarray]] = field(default_factory=dict)
-
-
-def _as_tuple_fn(fn: Callable) -> Callable:
-    def call(*args):
-        out = fn(*args)
-        return out if isinstance(out, tuple) else tuple(out) if isinstance(out, list) else (out,)
-
-    return call
+    def _on_host(self, call: Call, value: Any) -> Any:
+        if isinstance(value, np.ndarray) or self.to_host is None or value is None:
+            return value
+        return self.to_host(call, value)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -362,7 +376,6 @@ def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = N
     region (at build or at its first run); ``exe.moves`` says which and why.
     """
     from ..backend import get_backend
-    from ..errors import ByocError
     from ..passes.reject import inline_regions  # as a rejected region: back into its caller
     from .fallback import (HostOnFailure, NextOnFailure, build_elsewhere, cannot_build,
                            check_fallback)
@@ -382,15 +395,15 @@ def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = N
             try:
                 with building(threads):
                     external[name] = backend.compile(func)
-            except (Exception if fallback == "next" else ByocError) as exc:
+            except Exception as exc:  # any backend's failure is its own, named
                 if fallback is None:
-                    raise
+                    raise compile_error(compiler, name, func, exc) from exc
                 found = None
                 if fallback == "next":
                     with building(threads):
                         found = build_elsewhere(name, func, compiler, listed, exc)
                 if found is None:
-                    fallbacks[name] = cannot_build(name, compiler, exc)
+                    fallbacks[name] = cannot_build(name, compiler, said(exc))
                     continue
                 backend, func, external[name], moves[name] = found
                 retargeted[name] = func

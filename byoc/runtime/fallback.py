@@ -6,8 +6,9 @@
     exe = byoc.build(part, fallback="next")
     exe.moves            # {region name: why it runs on another backend}
 
-A backend that refuses to build a region when ``build`` compiles it (a ``ByocError``: a C
-compile error, no compiler, a cache that cannot be written) gets the region inlined back into
+A backend that cannot build a region when ``build`` compiles it (any exception its ``compile``
+raises: a C compile error, no compiler, a cache that cannot be written, a Python backend's own
+ValueError) gets the region inlined back into
 its caller, as if its ``reject_region`` hook had sent it back: its nodes are host nodes for the
 placement, the profile and ``byoc.explain``. A region built lazily per shape (ccompiler with
 symbolic dims) can fail at its first call instead; it then runs with the reference compile (the
@@ -37,7 +38,7 @@ def check_fallback(fallback: str | None) -> None:
         raise ByocError(f"fallback must be 'host', 'next' or None, not {fallback!r}")
 
 
-def cannot_build(name: str, backend: str, exc: BaseException) -> str:
+def cannot_build(name: str, backend: str, exc: BaseException | str) -> str:
     """The reason recorded (and warned) for a region that runs on the host."""
     lines = str(exc).strip().splitlines()
     why = f"region {name} runs on the host: {backend} cannot build it: "

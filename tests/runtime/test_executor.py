@@ -89,7 +89,8 @@ def test_capture_all_gives_every_value_by_onnx_name_equal_to_onnxruntime():
     x1 = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
     first = exe.run({"image": x1}, capture="all")
     values = [o for n in model.graph.node for o in n.output]
-    assert set(first.tensors) == set(values) | {"image"}
+    inits = {t.name for t in model.graph.initializer}
+    assert set(first) == set(values) | {"image"} | inits  # initializers are values too
     assert set(first.times) == {n.name for n in model.graph.node}
     snapshot = {k: v.copy() for k, v in first.tensors.items()}
     # A second run must not change what the first captured (no buffer reuse behind its back).
