@@ -131,7 +131,7 @@ def test_build_emit_c_specializes_to_the_given_shapes(tmp_path, model_path):
         r = run_cli("build", model_path, "--backend", backend, "--input", "x=x.npy",
                     "--emit-c", out, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
-        files = sorted(out.iterdir())
+        files = sorted(out.glob("*.c"))
         assert files, r.stdout
         for f in files:
             text = f.read_text()
