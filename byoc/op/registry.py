@@ -146,7 +146,9 @@ def _contrib(name: str) -> OpDef | None:
         schema = onnx.defs.get_schema(op_type, 1000, domain)
         rule = type_rules.onnx_inference(name, schema.since_version)
     except onnx.defs.SchemaError:  # onnx does not know it; onnxruntime may
-        schema, rule = None, type_rules.same_as_first
+        # its dtype guessed from its first input, its shape left unknown: a guessed shape
+        # (QLinearGlobalAveragePool's input's) is a wrong declared type downstream
+        schema, rule = None, type_rules.dtype_of_first
     if domain in REFERENCE_DOMAINS:
         return OpDef(name, FusePattern.OPAQUE, rule, host_kernels.reference, schema, "reference")
     return OpDef(name, FusePattern.OPAQUE, rule, host_kernels.onnxruntime, schema, "onnxruntime")

@@ -45,6 +45,12 @@ def same_as_first(attrs, types, n, values) -> list[Type]:
     return [types[0] or UNKNOWN]
 
 
+def dtype_of_first(attrs, types, n, values) -> list[Type]:
+    """Outputs of the first input's dtype and an unknown shape (ops no schema describes)."""
+    first = types[0] if types else None
+    return [TensorType(None, first.dtype) if isinstance(first, TensorType) else UNKNOWN] * n
+
+
 def broadcast(attrs, types, n, values) -> list[Type]:
     tensors = [t for t in types if isinstance(t, TensorType)]
     if not tensors:
