@@ -133,8 +133,8 @@ def test_the_partition_table_fits_120_columns_and_the_json_keeps_whole_names(tmp
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
         assert max(map(len, lines)) <= 120, max(lines, key=len)
-        assert "..." in lines[1] and lines[1].startswith("reference_")
-        assert lines[1].split()[0].endswith(json.loads(byoc_cli(
+        assert "..." in lines[1] and lines[1].startswith("0  reference_")  # "#": from 0
+        assert lines[1].split()[1].endswith(json.loads(byoc_cli(
             "partition", tmp_path / "m.onnx", "--backend", "reference", "--json").stdout)
             ["regions"][0]["name"][-8:])  # shortened in the middle: the hash kept
         assert lines[1].rstrip().endswith("*") == marked

@@ -208,7 +208,8 @@ def test_the_report_lists_regions_host_nodes_and_reasons(backends):
     assert report["reasons"] == {"exp": "ta: op Exp is not supported"}
     table = format_table(report, explain=True)
     assert region["name"] in table and "Abs, Relu" in table and "24B / 48B" in table
-    assert "1 region(s), numbered from 0 as extract --region and bisect number them; 2 of 3 nodes offloaded, 1 on the host" in table
+    assert ("1 region(s), numbered from 0 as extract --region and bisect number them; "
+            "2 of 3 nodes offloaded, 1 on the host") in table
     assert table.endswith("host nodes:\n  exp: ta: op Exp is not supported")
 
 
