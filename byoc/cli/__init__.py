@@ -11,12 +11,12 @@ import argparse
 import os
 import sys
 
-from . import bench, build, debug, info, partition, plan, run, tune
+from . import bench, build, debug, info, partition, plan, report, run, tune
 from .common import default_model_path, one_line
 
 __all__ = ["main", "build_parser", "default_model_path"]
 
-COMMANDS = (info, run, bench, partition, build, debug, tune, plan)
+COMMANDS = (info, run, bench, partition, report, build, debug, tune, plan)
 
 
 def build_parser() -> argparse.ArgumentParser:

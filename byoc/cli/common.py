@@ -225,10 +225,22 @@ def threads_arg(p) -> None:
                         "(default: $BYOC_THREADS, else the physical cores)")
 
 
-
 def tolerance_args(p) -> None:
     """--atol and --rtol: |got - want| <= atol + rtol * |want| element-wise (byoc/compare.py)."""
     p.add_argument("--atol", type=float, metavar="A",
                    help="absolute tolerance (default per dtype; float32 1e-5)")
     p.add_argument("--rtol", type=float, metavar="R",
                    help="relative tolerance (default per dtype; float32 1e-4)")
+
+
+def report_hint(args, profile: bool = False) -> str:
+    """The ``byoc report`` command that draws what was just printed."""
+    import shlex
+
+    parts = ["byoc", "report"] + ([args.model] if args.model else [])
+    if getattr(args, "plan", None):
+        parts += ["--plan", args.plan]
+    elif args.backend:
+        parts += ["--backend", args.backend]
+    parts += ["--profile"] if profile else []
+    return f"see it drawn, per node: {shlex.join(parts)} -o report.html"

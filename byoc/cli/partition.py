@@ -11,6 +11,7 @@ from .common import (
     model_arg,
     plan_arg,
     read_paths,
+    report_hint,
     save_model,
 )
 
@@ -54,6 +55,7 @@ def cmd_partition(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(format_table(report, explain=args.explain))
+        print(report_hint(args))
     return 0
 
 

@@ -21,6 +21,7 @@ from .common import (
     plan_arg,
     prepare,
     read_paths,
+    report_hint,
     settled,
     show,
     threads_of,
@@ -139,6 +140,7 @@ def cmd_run(args) -> int:
 
             print()
             print(format_profile(report))
+            print(report_hint(args, profile=True))
     return 0 if result["ok"] else 1
 
 

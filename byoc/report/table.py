@@ -26,9 +26,9 @@ from collections import Counter
 
 import numpy as np
 
-from .analysis import host_calls, node_key, recorded, walk_functions
-from .ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType, post_order
-from .ir.printer import quote
+from ..analysis import host_calls, node_key, recorded, walk_functions
+from ..ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType, post_order
+from ..ir.printer import quote
 
 
 def show(text: str) -> str:

@@ -1,0 +1,83 @@
+"""``byoc report``: the partition as a page people look at: one self-contained HTML file."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import (
+    backend_list,
+    build_exe,
+    fallback_arg,
+    input_args,
+    load_model,
+    model_arg,
+    model_inputs,
+    parse_dims,
+    settled,
+)
+
+
+def cmd_report(args) -> int:
+    from ..errors import InputError
+    from ..report.html import write_html
+    from ..report.page import render_page, report_data
+
+    if not args.output.lower().endswith((".html", ".htm")):
+        raise InputError(f"-o wants a .html file, got {args.output!r}")
+    path, mod = load_model(args)
+    backends = backend_list(args.backend)
+    part = mod
+    if backends and backends != ["host"]:
+        from ..partition import partition
+
+        part = partition(mod, backends=backends)
+    dims = parse_dims(args.dim)
+    prof = None
+    if args.profile:
+        from ..profile import profile
+
+        inputs = model_inputs(args, mod)
+        dims = {**_dims_of(mod, inputs), **dims}
+        print(f"byoc: profiling ({args.repeat} runs after a warm-up)...", file=sys.stderr)
+        exe = build_exe(part, args)
+        exe.run(inputs)
+        exe = settled(exe, part, args)
+        prof = profile(exe, inputs, repeat=args.repeat)
+    elif args.input:
+        dims = {**_dims_of(mod, model_inputs(args, mod)), **dims}
+    data = report_data(part, model=os.path.basename(path), backends=backends, profile=prof,
+                       dims=dims)
+    write_html(args.output, render_page(data))
+    nodes = sum(1 for n in data["view"]["nodes"] if n["kind"] == "op")
+    regions = len(data["summary"]["regions"])
+    print(f"wrote {args.output}: {nodes} nodes, {regions} region(s); open it in any browser "
+          "(one file, no server)")
+    return 0
+
+
+def _dims_of(mod, inputs: dict) -> dict[str, int]:
+    """Values of the model's symbolic input dims, read off the inputs a run used."""
+    from ..ir import TensorType
+
+    found: dict[str, int] = {}
+    for p in mod.main.params:
+        value = inputs.get(p.name)
+        if isinstance(p.type, TensorType) and p.type.shape is not None and value is not None \
+                and len(p.type.shape) == getattr(value, "ndim", -1):
+            for d, n in zip(p.type.shape, value.shape):
+                if isinstance(d, str):
+                    found.setdefault(d, int(n))
+    return found
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="the partition as one HTML page: graph, times, reasons")
+    model_arg(p, optional=True)
+    input_args(p)
+    p.add_argument("--profile", action="store_true",
+                   help="run the model and show every node's and region's time")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs for --profile (median)")
+    fallback_arg(p)
+    p.add_argument("-o", "--output", metavar="REPORT.html", required=True)
+    p.set_defaults(fn=cmd_report)

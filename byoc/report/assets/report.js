@@ -1,0 +1,509 @@
+/* byoc report: draws the graph a byoc report holds (laid out by dagre), its summary and plan.
+   Everything from the model reaches the page as text (textContent, attribute values), never as
+   markup. Node keys: "n<id>" an ONNX node, "r<box>" a folded region, "b<box>" a box. */
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("byoc-data").textContent);
+  const META = DATA.meta, NODES = DATA.graph.nodes, EDGES = DATA.graph.edges;
+  const BOXES = DATA.graph.boxes, SUMMARY = DATA.summary, PLAN = DATA.plan;
+  const COLORS = META.colors;
+  const SVGNS = "http://www.w3.org/2000/svg";
+  const folded = new Set(META.folded);
+  const hot = new Set((SUMMARY.hot_spots || []).filter(h => h.kind === "node").map(h => h.target));
+  const svgEl = document.getElementById("graph"), scene = document.getElementById("scene");
+  const statusEl = document.getElementById("status"), tip = document.getElementById("tip");
+  const panel = document.getElementById("panel"), tabs = document.getElementById("tabs");
+  const view = { x: 20, y: 20, k: 1 };
+  let pos = {}, graphSize = { w: 0, h: 0 }, selected = null, tab = "summary";
+  const planRegions = {};
+  if (PLAN) (PLAN.regions || []).forEach(r => { planRegions[r.name] = r; });
+
+  // ---- small DOM helpers: text only ----
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    for (const c of kids) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+    return e;
+  }
+  function sv(tag, attrs) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    return e;
+  }
+  function ms(t) { return t === null || t === undefined ? "" : (t * 1e3).toFixed(t < 1e-3 ? 4 : 3) + " ms"; }
+  function pct(s) { return s === null || s === undefined ? "" : (s * 100).toFixed(1) + "%"; }
+  function bytes(n) {
+    if (n === null || n === undefined) return "?";
+    if (n < 1024) return n + " B";
+    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
+    return (n / 1024 / 1024).toFixed(1) + " MB";
+  }
+  function clip(s, n) { return s.length <= n ? s : s.slice(0, n - 1) + "\u2026"; }
+  function color(where) { return COLORS[where] || "#bbb"; }
+  function swatch(where) { const s = el("span", { class: "swatch" }); s.style.background = color(where); return s; }
+  function dark(hex) {  // is white text readable on this colour?
+    const v = parseInt(hex.slice(1), 16), r = v >> 16, g = (v >> 8) & 255, b = v & 255;
+    return 0.299 * r + 0.587 * g + 0.114 * b < 150;
+  }
+
+  // ---- folding: which key stands for each node, which boxes are drawn ----
+  function outerFolded() {
+    const outer = new Array(BOXES.length);
+    for (const b of BOXES) {
+      const up = b.parent === null ? -1 : outer[b.parent];
+      outer[b.id] = up !== -1 ? up : (folded.has(b.id) ? b.id : -1);
+    }
+    return outer;
+  }
+  function keyOf(n, outer) {
+    if (n.box === null) return "n" + n.id;
+    const f = outer[n.box];
+    if (f === -1) return "n" + n.id;
+    const B = BOXES[f];
+    return B.kind === "control" ? "n" + B.node : "r" + f;
+  }
+  function boxOfKey(key, outer) {  // the drawn box a drawn key sits in
+    if (key[0] === "r") return BOXES[+key.slice(1)].parent;
+    const n = NODES[+key.slice(1)];
+    if (n.box === null) return null;
+    return outer[n.box] === -1 ? n.box : BOXES[n.box].parent;
+  }
+
+  // ---- labels and sizes ----
+  function labelOf(key) {
+    if (key[0] === "r") {
+      const B = BOXES[+key.slice(1)];
+      return ["\u25B8 " + B.where + " \u00B7 " + B.size + " nodes", B.name];
+    }
+    const n = NODES[+key.slice(1)];
+    if (n.kind === "input" || n.kind === "output") return [n.kind, n.name];
+    if (n.kind === "end") return ["end " + n.name, ""];
+    if (n.box !== null && BOXES[n.box].kind === "control" && BOXES[n.box].node === n.id && folded.has(n.box))
+      return ["\u25B8 " + n.op + " (+" + BOXES[n.box].size + ")", n.name];
+    return [n.op, n.name];
+  }
+  function sizeOf(lines) {
+    const a = clip(lines[0], 34), b = clip(lines[1], 34);
+    return { w: Math.max(64, Math.max(a.length * 7.4, b.length * 6.3) + 18), h: b ? 36 : 24 };
+  }
+
+  // ---- layout ----
+  function layout() {
+    const outer = outerFolded();
+    const g = new dagre.graphlib.Graph({ compound: true });
+    g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 26, edgesep: 6, marginx: 16, marginy: 16 });
+    g.setDefaultEdgeLabel(() => ({}));
+    const keys = new Array(NODES.length), used = new Set();
+    for (const n of NODES) {
+      const key = keys[n.id] = keyOf(n, outer);
+      if (g.hasNode(key)) continue;
+      const lines = labelOf(key), s = sizeOf(lines);
+      g.setNode(key, { width: s.w, height: s.h, lines: lines });
+      for (let b = boxOfKey(key, outer); b !== null && !used.has(b); b = BOXES[b].parent) used.add(b);
+    }
+    for (const b of BOXES) if (used.has(b.id)) g.setNode("b" + b.id, {});
+    for (const b of BOXES) if (used.has(b.id) && b.parent !== null) g.setParent("b" + b.id, "b" + b.parent);
+    g.nodes().forEach(key => {
+      if (key[0] === "b") return;
+      const b = boxOfKey(key, outer);
+      if (b !== null) g.setParent(key, "b" + b);
+    });
+    for (const [s, d] of EDGES) {
+      const a = keys[s], b = keys[d];
+      if (a !== b && !g.hasEdge(a, b)) g.setEdge(a, b);
+    }
+    dagre.layout(g);
+    return g;
+  }
+
+  function draw(g) {
+    const gb = document.getElementById("boxes"), ge = document.getElementById("edges"), gn = document.getElementById("nodes");
+    const fb = document.createDocumentFragment(), fe = document.createDocumentFragment(), fn = document.createDocumentFragment();
+    pos = {};
+    for (const B of BOXES) {
+      const v = g.hasNode("b" + B.id) ? g.node("b" + B.id) : null;
+      if (!v || v.width === undefined) continue;
+      const x = v.x - v.width / 2, y = v.y - v.height / 2;
+      pos["b" + B.id] = { x: v.x, y: v.y, w: v.width, h: v.height };
+      const grp = sv("g", { class: "box " + B.kind, "data-key": "b" + B.id, "data-box": B.id });
+      const r = sv("rect", { class: "frame", x: x, y: y, width: v.width, height: v.height, rx: 6 });
+      if (B.kind === "region") { r.setAttribute("fill", color(B.where)); r.setAttribute("stroke", color(B.where)); }
+      grp.append(r);
+      const label = sv("g", { class: "label", "data-key": "b" + B.id });
+      const t = sv("text", { x: x + 6, y: y + 12 });
+      let text = B.kind === "body" ? B.name : "\u25BE " + (B.kind === "control" ? NODES[B.node].op + " " : "") + B.name;
+      if (B.kind === "region") text += " \u00B7 " + B.where + (B.time_s !== undefined ? " \u00B7 " + ms(B.time_s) : "");
+      t.textContent = clip(text, Math.max(12, Math.floor(v.width / 6.3)));
+      label.append(t);
+      grp.append(label);
+      fb.append(grp);
+    }
+    g.edges().forEach(e => {
+      const p = g.edge(e).points;
+      let d = "M" + p[0].x + "," + p[0].y;
+      for (let i = 1; i < p.length - 1; i++) {
+        const mx = (p[i].x + p[i + 1].x) / 2, my = (p[i].y + p[i + 1].y) / 2;
+        d += "Q" + p[i].x + "," + p[i].y + " " + (i === p.length - 2 ? p[i + 1].x + "," + p[i + 1].y : mx + "," + my);
+      }
+      if (p.length === 2) d += "L" + p[1].x + "," + p[1].y;
+      fe.append(sv("path", { class: "edge", d: d, "marker-end": "url(#arrow)" }));
+    });
+    g.nodes().forEach(key => {
+      if (key[0] === "b") return;
+      const v = g.node(key);
+      pos[key] = { x: v.x, y: v.y, w: v.width, h: v.height };
+      const isRegion = key[0] === "r";
+      const n = isRegion ? null : NODES[+key.slice(1)];
+      const where = isRegion ? BOXES[+key.slice(1)].where : n.where;
+      let cls = "node";
+      if (n && (n.kind === "input" || n.kind === "output")) cls += " io";
+      if (n && n.kind === "end") cls += " end";
+      if (n && hot.has(n.id)) cls += " hot";
+      if (key === selected) cls += " selected";
+      const grp = sv("g", { class: cls, "data-key": key, transform: "translate(" + (v.x - v.width / 2) + "," + (v.y - v.height / 2) + ")" });
+      const fill = color(where);
+      const r = sv("rect", { width: v.width, height: v.height, rx: isRegion ? 8 : 4 });
+      if (!n || n.kind === "op") r.setAttribute("fill", fill);
+      grp.append(r);
+      const light = (!n || n.kind === "op") && dark(fill);
+      const t1 = sv("text", { class: "op", x: 8, y: v.lines[1] ? 15 : 16 });
+      t1.textContent = clip(v.lines[0], 34);
+      if (light) t1.setAttribute("fill", "#fff");
+      grp.append(t1);
+      if (v.lines[1]) {
+        const t2 = sv("text", { x: 8, y: 29 });
+        t2.textContent = clip(v.lines[1], 34);
+        if (light) t2.setAttribute("fill", "#fff");
+        grp.append(t2);
+      }
+      fn.append(grp);
+    });
+    gb.replaceChildren(fb); ge.replaceChildren(fe); gn.replaceChildren(fn);
+    graphSize = { w: g.graph().width || 0, h: g.graph().height || 0 };
+  }
+
+  function relayout(after) {
+    const count = NODES.length;
+    setStatus("Laying out " + count.toLocaleString() + " nodes\u2026");
+    document.body.dataset.state = "layout";
+    setTimeout(() => {
+      let g = null;
+      try {
+        g = layout();
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err;
+        const before = new Set(folded);
+        BOXES.forEach(b => { if (b.kind === "region" || b.kind === "control") folded.add(b.id); });
+        const grew = folded.size > before.size;
+        try { g = grew ? layout() : null; } catch (err2) { g = null; }
+        if (!g) {
+          folded.clear(); before.forEach(b => folded.add(b));
+          setStatus("This graph is too deep for the layout library in this browser: the summary on the right still holds every number.", true);
+          document.body.dataset.state = "error";
+          return;
+        }
+        setStatus("Too deep to draw whole in this browser: regions and control-flow nodes are folded; click a box's label or a folded node to open it.", true);
+        draw(g); document.body.dataset.state = "ready";
+        if (after) after();
+        return;
+      }
+      draw(g);
+      setStatus("");
+      document.body.dataset.state = "ready";
+      if (after) after();
+    }, 15);
+  }
+
+  function setStatus(text, warn) {
+    statusEl.textContent = text;
+    statusEl.classList.toggle("warn", !!warn);
+  }
+
+  // ---- pan and zoom ----
+  function apply() { scene.setAttribute("transform", "translate(" + view.x + "," + view.y + ") scale(" + view.k + ")"); }
+  function fit(whole) {
+    const W = svgEl.clientWidth || 800, H = svgEl.clientHeight || 600;
+    const kw = (W - 40) / Math.max(graphSize.w, 1), kh = (H - 40) / Math.max(graphSize.h, 1);
+    // "fit" shows it all; at open, the top of the graph at a size the labels can be read
+    view.k = whole ? Math.min(1.2, kw, kh) : Math.min(1, Math.max(0.55, kw));
+    view.x = (W - graphSize.w * view.k) / 2;
+    view.y = 20;
+    if (whole) view.y = (H - graphSize.h * view.k) / 2;
+    else if (graphSize.w * view.k > W) {  // too wide: start where the data enters
+      const first = NODES.find(n => n.kind === "input" && pos["n" + n.id]);
+      if (first) view.x = W / 2 - pos["n" + first.id].x * view.k;
+    }
+    apply();
+  }
+  function centerOn(key) {
+    const p = pos[key];
+    if (!p) return;
+    const W = svgEl.clientWidth, H = svgEl.clientHeight;
+    view.k = Math.max(view.k, 0.9);
+    view.x = W / 2 - p.x * view.k; view.y = H / 2 - p.y * view.k;
+    apply();
+  }
+  let drag = null;
+  svgEl.addEventListener("pointerdown", e => {
+    drag = { x: e.clientX, y: e.clientY, vx: view.x, vy: view.y, moved: false };
+  });
+  window.addEventListener("pointermove", e => {
+    if (!drag) return;
+    const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+    if (!drag.moved) { drag.moved = true; svgEl.classList.add("panning"); hideTip(); }
+    view.x = drag.vx + dx; view.y = drag.vy + dy;
+    if (!drag.frame) drag.frame = requestAnimationFrame(() => { if (drag) drag.frame = 0; apply(); });
+  });
+  window.addEventListener("pointerup", e => {
+    if (!drag) return;
+    const moved = drag.moved;
+    drag = null; svgEl.classList.remove("panning"); apply();
+    if (!moved) click(e);
+  });
+  svgEl.addEventListener("wheel", e => {
+    e.preventDefault();
+    const r = svgEl.getBoundingClientRect(), mx = e.clientX - r.left, my = e.clientY - r.top;
+    const k = Math.min(4, Math.max(0.02, view.k * Math.exp(-e.deltaY * 0.0015)));
+    view.x = mx - (mx - view.x) * k / view.k; view.y = my - (my - view.y) * k / view.k; view.k = k;
+    apply();
+  }, { passive: false });
+
+  // ---- what a node, a region or a box says ----
+  function valueTable(title, values) {
+    if (!values || !values.length) return null;
+    const t = el("table", {}, el("tr", {}, el("th", {}, title), el("th", {}, "type")));
+    for (const [name, type, constant] of values)
+      t.append(el("tr", {}, el("td", { class: "mono" }, name || "\u2014", constant ? el("span", { class: "muted" }, " (constant)") : null),
+        el("td", { class: "mono" }, type)));
+    return t;
+  }
+  function planRows(name) {
+    const r = planRegions[name];
+    if (!r) return null;
+    const out = el("div", {}, el("h4", {}, "measured by byoc tune"));
+    const t = el("table", {}, el("tr", {}, el("th", {}, "backend"), el("th", { class: "num" }, "time")));
+    for (const [backend, seconds] of Object.entries(r.times || {})) {
+      const row = el("tr", {}, el("td", {}, swatch(backend), backend), el("td", { class: "num" }, seconds === null ? "cannot run" : ms(seconds)));
+      if (backend === r.backend) row.classList.add("chosen");
+      t.append(row);
+    }
+    out.append(t);
+    if (r.why) out.append(el("p", {}, r.why));
+    return out;
+  }
+  function describeBox(B) {
+    const f = document.createDocumentFragment();
+    if (B.kind === "region") {
+      f.append(el("h4", {}, "region ", el("span", { class: "mono" }, B.name)));
+      f.append(el("p", {}, swatch(B.where), "runs on ", el("b", {}, B.where), " \u00B7 " + B.size + " ONNX nodes"));
+      const info = (SUMMARY.regions || []).find(r => r.name === B.name);
+      if (info) f.append(el("p", {}, "crosses its boundary: " + bytes(info.bytes_in) + " in, " + bytes(info.bytes_out) + " out per run"));
+      if (B.time_s !== undefined) f.append(el("p", {}, "time: " + ms(B.time_s) + (SUMMARY.total_s ? " (" + pct(B.time_s / SUMMARY.total_s) + " of the run)" : "")));
+      const p = planRows(B.name); if (p) f.append(p);
+    } else {
+      const n = NODES[B.node];
+      f.append(el("h4", {}, B.kind === "control" ? n.op + " " : "body ", el("span", { class: "mono" }, B.name)));
+      f.append(el("p", {}, B.size + " ONNX nodes inside"));
+    }
+    f.append(el("p", { class: "muted" }, folded.has(B.id) ? "folded: click to open" : (B.kind === "body" ? "" : "click its label to fold")));
+    return f;
+  }
+  function describeNode(n) {
+    const f = document.createDocumentFragment();
+    f.append(el("h4", {}, n.kind === "op" ? n.op + " " : n.kind + " ", el("span", { class: "mono" }, n.name)));
+    if (n.kind === "op") {
+      const box = n.box === null ? null : BOXES[n.box];
+      let region = null;
+      for (let b = n.box; b !== null; b = BOXES[b].parent) if (BOXES[b].kind === "region") { region = BOXES[b]; break; }
+      if (n.where === "host") {
+        f.append(el("p", {}, swatch("host"), "runs on the ", el("b", {}, "host")));
+        f.append(el("div", { class: "reason" }, "why: " + (n.reason || "no backend took it")));
+      } else {
+        f.append(el("p", {}, swatch(n.where), "runs on ", el("b", {}, n.where), region ? " in region " : "", region ? el("span", { class: "mono" }, region.name) : null));
+      }
+      if (n.time_s !== undefined) f.append(el("p", {}, "time: " + ms(n.time_s) + (SUMMARY.total_s ? " (" + pct(n.time_s / SUMMARY.total_s) + " of the run)" : "")));
+      else if (region && region.time_s !== undefined) f.append(el("p", { class: "muted" }, "its region takes " + ms(region.time_s) + " in all"));
+      if (box && box.kind === "control" && box.node === n.id) f.append(el("p", { class: "muted" }, box.size + " ONNX nodes in its bodies"));
+    }
+    const ins = valueTable("inputs", n.inputs), outs = valueTable("outputs", n.outputs);
+    if (ins) f.append(ins);
+    if (outs) f.append(outs);
+    if (n.attrs && n.attrs.length) {
+      const t = el("table", {}, el("tr", {}, el("th", {}, "attribute"), el("th", {}, "value")));
+      for (const [k, v] of n.attrs) t.append(el("tr", {}, el("td", { class: "mono" }, k), el("td", { class: "mono" }, v)));
+      f.append(t);
+    }
+    return f;
+  }
+  function describe(key) {
+    if (key[0] === "n") return describeNode(NODES[+key.slice(1)]);
+    return describeBox(BOXES[+key.slice(1)]);
+  }
+
+  // ---- hover and click ----
+  function hideTip() { tip.hidden = true; }
+  svgEl.addEventListener("pointerover", e => {
+    if (drag && drag.moved) return;
+    const t = e.target.closest("[data-key]");
+    if (!t || t.classList.contains("box")) return hideTip();
+    tip.replaceChildren(describe(t.getAttribute("data-key")));
+    tip.hidden = false;
+    placeTip(e);
+  });
+  svgEl.addEventListener("pointermove", e => { if (!tip.hidden) placeTip(e); });
+  svgEl.addEventListener("pointerleave", hideTip);
+  function placeTip(e) {
+    const W = window.innerWidth, H = window.innerHeight, r = tip.getBoundingClientRect();
+    let x = e.clientX + 16, y = e.clientY + 16;
+    if (x + r.width > W - 8) x = Math.max(8, e.clientX - r.width - 16);
+    if (y + r.height > H - 8) y = Math.max(8, H - r.height - 8);
+    tip.style.left = x + "px"; tip.style.top = y + "px";
+  }
+  function click(e) {
+    const t = e.target.closest ? e.target.closest("[data-key]") : null;
+    if (!t) return;
+    const key = t.getAttribute("data-key");
+    if (key[0] === "b") {  // a box's label folds it
+      const B = BOXES[+key.slice(1)];
+      if (B.kind === "body" || !t.classList.contains("label")) return;
+      toggle(B.id, B.kind === "control" ? "n" + B.node : "r" + B.id);
+      return;
+    }
+    if (key[0] === "r") { toggle(+key.slice(1), null); return; }
+    const n = NODES[+key.slice(1)];
+    if (n.box !== null && BOXES[n.box].kind === "control" && BOXES[n.box].node === n.id && folded.has(n.box)) {
+      toggle(n.box, key); return;
+    }
+    select(key);
+  }
+  function toggle(boxId, focusKey) {
+    const opening = folded.has(boxId);
+    if (opening) folded.delete(boxId); else folded.add(boxId);
+    hideTip();
+    relayout(() => {
+      const k = opening ? "b" + boxId : focusKey;
+      if (k && pos[k]) centerOn(k);
+    });
+  }
+  function select(key) {
+    selected = key;
+    document.querySelectorAll(".node.selected").forEach(x => x.classList.remove("selected"));
+    const g = document.querySelector('.node[data-key="' + key + '"]');
+    if (g) g.classList.add("selected");
+    tab = "selected";
+    showPanel();
+  }
+  function reveal(nodeId) {  // open every folded box around a node, then focus it
+    let changed = false;
+    for (let b = NODES[nodeId].box; b !== null; b = BOXES[b].parent) {
+      if (folded.has(b) && !(BOXES[b].kind === "control" && BOXES[b].node === nodeId)) { folded.delete(b); changed = true; }
+    }
+    const go = () => { centerOn("n" + nodeId); select("n" + nodeId); };
+    if (changed) relayout(go); else go();
+  }
+  function revealBox(boxId) {
+    let changed = false;
+    for (let b = BOXES[boxId].parent; b !== null; b = BOXES[b].parent) if (folded.has(b)) { folded.delete(b); changed = true; }
+    const key = folded.has(boxId) ? (BOXES[boxId].kind === "region" ? "r" + boxId : "n" + BOXES[boxId].node) : "b" + boxId;
+    const go = () => { centerOn(key); selected = key; tab = "selected"; showPanel(); };
+    if (changed) relayout(go); else go();
+  }
+
+  // ---- side panel ----
+  function summaryPanel() {
+    const f = document.createDocumentFragment();
+    const S = SUMMARY;
+    f.append(el("p", {}, S.total_s !== null ? "total " + ms(S.total_s) + " per run (median of " + S.repeat + " runs)" : "no times: run byoc report with --profile to time every node"));
+    const t = el("table", {}, el("tr", {}, el("th", {}, "where"), el("th", { class: "num" }, "nodes"), el("th", { class: "num" }, "time"), el("th", { class: "num" }, "share")));
+    for (const w of S.where) t.append(el("tr", {}, el("td", {}, swatch(w.where), w.where), el("td", { class: "num" }, w.nodes), el("td", { class: "num" }, ms(w.time_s)), el("td", { class: "num" }, pct(w.share))));
+    f.append(el("h3", {}, "nodes and time per backend"), t);
+    if (S.hot_spots.length) {
+      const h = el("table", {}, el("tr", {}, el("th", {}, "node or region"), el("th", {}, "where"), el("th", { class: "num" }, "time"), el("th", { class: "num" }, "share")));
+      for (const s of S.hot_spots) {
+        const name = el("td", { class: "mono" + (s.target !== null ? " link" : "") }, clip(s.name, 48));
+        if (s.target !== null) name.addEventListener("click", () => s.kind === "node" ? reveal(s.target) : revealBox(s.target));
+        h.append(el("tr", {}, name, el("td", {}, s.where), el("td", { class: "num" }, ms(s.time_s)), el("td", { class: "num" }, pct(s.share))));
+      }
+      f.append(el("h3", {}, "the ten hot spots"), h);
+    }
+    if (S.regions.length) {
+      const r = el("table", {}, el("tr", {}, el("th", {}, "region"), el("th", { class: "num" }, "nodes"), el("th", { class: "num" }, "in"), el("th", { class: "num" }, "out"), el("th", { class: "num" }, "time")));
+      for (const x of S.regions) {
+        const name = el("td", { class: "mono link" }, swatch(x.backend), clip(x.name, 40));
+        if (x.box !== null) name.addEventListener("click", () => revealBox(x.box));
+        r.append(el("tr", {}, name, el("td", { class: "num" }, x.nodes), el("td", { class: "num" }, bytes(x.bytes_in)), el("td", { class: "num" }, bytes(x.bytes_out)), el("td", { class: "num" }, ms(x.time_s))));
+      }
+      f.append(el("h3", {}, "bytes across each region's boundary, per run"), r);
+      f.append(el("p", { class: "muted" }, "from the types; a symbolic dim without a value counts as 1"));
+    }
+    if (S.copies.length) {
+      const c = el("table", {}, el("tr", {}, el("th", {}, "copies between devices"), el("th", { class: "num" }, "copies"), el("th", { class: "num" }, "bytes")));
+      for (const x of S.copies) c.append(el("tr", {}, el("td", {}, x.from + " \u2192 " + x.to), el("td", { class: "num" }, x.copies), el("td", { class: "num" }, bytes(x.bytes))));
+      f.append(el("h3", {}, "measured copies per run"), c);
+    }
+    const why = {};
+    for (const n of NODES) if (n.kind === "op" && n.where === "host") (why[n.reason || "no backend took it"] = why[n.reason || "no backend took it"] || []).push(n.id);
+    const reasons = Object.entries(why).sort((a, b) => b[1].length - a[1].length);
+    if (reasons.length) {
+      const w = el("table", {}, el("tr", {}, el("th", { class: "num" }, "nodes"), el("th", {}, "why they stayed on the host")));
+      for (const [text, ids] of reasons.slice(0, 30)) {
+        const cell = el("td", { class: "link" }, text);
+        cell.addEventListener("click", () => reveal(ids[0]));
+        w.append(el("tr", {}, el("td", { class: "num" }, ids.length), cell));
+      }
+      f.append(el("h3", {}, "host nodes, by reason"), w);
+    }
+    f.append(el("p", { class: "muted" }, "layout by dagre " + META.dagre + " (MIT)"));
+    return f;
+  }
+  function planPanel() {
+    const f = document.createDocumentFragment();
+    if (!PLAN) return f;
+    if (PLAN.summary) for (const line of PLAN.summary) f.append(el("p", {}, line));
+    const t = el("table", {}, el("tr", {}, el("th", {}, "region"), el("th", {}, "chosen"), el("th", {}, "candidates")));
+    for (const r of PLAN.regions || []) {
+      const times = Object.entries(r.times || {}).map(([b, s]) => b + " " + (s === null ? "\u2014" : ms(s))).join(", ");
+      const name = el("td", { class: "mono" }, clip(r.name, 36));
+      const box = BOXES.find(b => b.kind === "region" && b.name === r.name);
+      if (box) { name.classList.add("link"); name.addEventListener("click", () => revealBox(box.id)); }
+      t.append(el("tr", {}, name, el("td", {}, swatch(r.backend), r.backend), el("td", {}, times, r.why ? el("div", { class: "muted" }, r.why) : null)));
+    }
+    f.append(t);
+    return f;
+  }
+  function showPanel() {
+    const names = [["summary", "Summary"], ["selected", "Selected"]];
+    if (PLAN) names.push(["plan", "Plan"]);
+    tabs.replaceChildren(...names.map(([k, label]) => {
+      const b = el("button", { type: "button", class: k === tab ? "on" : "" }, label);
+      b.addEventListener("click", () => { tab = k; showPanel(); });
+      return b;
+    }));
+    if (tab === "summary") panel.replaceChildren(summaryPanel());
+    else if (tab === "plan") panel.replaceChildren(planPanel());
+    else panel.replaceChildren(selected ? describe(selected) : el("p", { class: "muted" }, "click a node to see it here"));
+  }
+
+  // ---- header ----
+  document.getElementById("title").textContent = "byoc report: " + META.model + (META.backends.length ? "  \u00B7  " + META.backends.join(", ") : "");
+  const legend = document.getElementById("legend");
+  const places = new Set(NODES.filter(n => n.kind === "op").map(n => n.where));
+  for (const w of Object.keys(COLORS)) if (places.has(w)) legend.append(el("span", {}, swatch(w), w));
+  const list = document.getElementById("names");
+  if (NODES.length <= 20000) for (const n of NODES) if (n.kind === "op") list.append(el("option", { value: n.name }));
+  document.getElementById("find").addEventListener("change", e => {
+    const q = e.target.value;
+    if (!q) return;
+    const hit = NODES.find(n => n.kind === "op" && n.name === q) || NODES.find(n => n.kind === "op" && n.name.includes(q));
+    if (hit) reveal(hit.id); else setStatus("no node named like that", true);
+  });
+  document.getElementById("fold-all").addEventListener("click", () => {
+    BOXES.forEach(b => { if (b.kind !== "body") folded.add(b.id); });
+    relayout(() => fit(false));
+  });
+  document.getElementById("unfold-all").addEventListener("click", () => { folded.clear(); relayout(() => fit(false)); });
+  document.getElementById("fit").addEventListener("click", () => fit(true));
+  showPanel();
+  relayout(() => fit(false));
+})();

@@ -1,0 +1,185 @@
+"""The report as a person sees it: real models' reports opened in headless Chromium.
+
+Slow, and skipped where Chromium is not installed (Debian: ``apt-get install chromium``; CI
+installs no browser). Screenshots are saved under pytest's tmp_path, or in $BYOC_REPORT_SHOTS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from byoc.cli import main as cli_main
+from tests.models import zoo
+from tests.report.chromium import Chromium, find_chromium
+from tests.report.models import LOOP, wide_model
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(find_chromium() is None,
+                       reason="needs Chromium on PATH (Debian: apt-get install chromium); "
+                              "CI installs no browser"),
+]
+
+READY = "['ready', 'error'].includes(document.body.dataset.state)"
+
+
+def shots(tmp_path):
+    folder = os.environ.get("BYOC_REPORT_SHOTS") or str(tmp_path)
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def zoo_case(name: str, tmp_path) -> tuple[str, list[str]]:
+    """A zoo model's file and the --input arguments of its real inputs."""
+    import numpy as np
+
+    entry = next(m for m in zoo.MODELS if m.name == name)
+    try:
+        path = entry.locate()
+    except zoo.ModelUnavailable as exc:
+        pytest.skip(str(exc))
+    args = []
+    for k, (input_name, value) in enumerate(entry.make_inputs(np.random.default_rng(0)).items()):
+        np.save(tmp_path / f"in{k}.npy", value)
+        args += ["--input", f"{input_name}={tmp_path / f'in{k}.npy'}"]
+    return str(path), args
+
+
+def open_report(page: Chromium, path) -> dict:
+    page.open(path.as_uri())
+    assert page.wait_for(READY, timeout=120)
+    assert page.evaluate("document.body.dataset.state") == "ready", page.evaluate(
+        "document.getElementById('status').textContent")
+    return json.loads(page.evaluate("document.getElementById('byoc-data').textContent"))
+
+
+def drawn(page: Chromium, selector: str, attr: str) -> set[str]:
+    return set(page.evaluate(
+        f"[...document.querySelectorAll('{selector}')].map(e => e.getAttribute('{attr}'))"))
+
+
+def center_of(page: Chromium, key: str) -> tuple[float, float]:
+    x, y = page.evaluate(f"""(() => {{
+        const r = document.querySelector('.node[data-key="{key}"]').getBoundingClientRect();
+        return [r.x + r.width / 2, r.y + r.height / 2]; }})()""")
+    return x, y
+
+
+def find(page: Chromium, name: str) -> None:
+    """Type a node's name in the search box, as a person would, and wait for it to be shown."""
+    page.evaluate(f"""(() => {{ const f = document.getElementById('find');
+        f.value = {json.dumps(name)}; f.dispatchEvent(new Event('change')); }})()""")
+    page.wait_for(READY)
+    time.sleep(0.2)
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "loop_running_sum", "silero_vad_16k"])
+def test_a_real_models_report_draws_every_node_and_region_and_says_why(name, tmp_path):
+    backend = "ccompiler"
+    model, inputs = (str(LOOP), []) if name == "loop_running_sum" else zoo_case(name, tmp_path)
+    out = tmp_path / "report.html"
+    assert cli_main(["report", model, "--backend", backend, "--profile", "--repeat", "2",
+                     *inputs, "-o", str(out)]) == 0
+    with Chromium() as page:
+        data = open_report(page, out)
+        nodes, boxes = data["graph"]["nodes"], data["graph"]["boxes"]
+        assert data["meta"]["folded"] == []
+        assert drawn(page, ".node", "data-key") == {f"n{n['id']}" for n in nodes}
+        assert drawn(page, ".box.region", "data-box") == {
+            str(b["id"]) for b in boxes if b["kind"] == "region"}
+        assert drawn(page, ".box.control", "data-box") == {
+            str(b["id"]) for b in boxes if b["kind"] == "control"}
+        # Hover a host node: its tooltip says why it stayed there, and its time.
+        host = [n for n in nodes if n["kind"] == "op" and n["where"] == "host"]
+        assert host
+        node = max(host, key=lambda n: n.get("time_s", 0))
+        find(page, node["name"])
+        page.hover(*center_of(page, f"n{node['id']}"))
+        tip = page.wait_for("!document.getElementById('tip').hidden && "
+                            "document.getElementById('tip').textContent")
+        assert node["name"] in tip and node["op"] in tip
+        assert node["reason"] in tip and "runs on the host" in tip
+        assert " ms" in tip
+        # Hover a node in a region: its backend and region.
+        inside = next(n for n in nodes if n["kind"] == "op" and n["where"] == backend)
+        find(page, inside["name"])
+        page.hover(*center_of(page, f"n{inside['id']}"))
+        tip = page.wait_for(f"document.getElementById('tip').textContent.includes("
+                            f"{json.dumps(inside['name'])}) && "
+                            "document.getElementById('tip').textContent")
+        assert f"runs on {backend} in region" in tip
+        page.screenshot(os.path.join(shots(tmp_path), f"{name}.png"))
+        assert not page.errors, page.errors
+    from PIL import Image
+
+    with Image.open(os.path.join(shots(tmp_path), f"{name}.png")) as img:
+        assert img.size == (1400, 900)
+        assert len(img.convert("RGB").getcolors(1 << 20)) > 50  # a picture, not a blank page
+
+
+def test_control_flow_folds_and_opens(tmp_path):
+    out = tmp_path / "loop.html"
+    assert cli_main(["report", str(LOOP), "--backend", "ccompiler", "-o", str(out)]) == 0
+    with Chromium() as page:
+        data = open_report(page, out)
+        nodes, boxes = data["graph"]["nodes"], data["graph"]["boxes"]
+        loop = next(b for b in boxes if b["kind"] == "control" and nodes[b["node"]]["op"] == "Loop")
+        before = drawn(page, ".node", "data-key")
+        label = page.evaluate(f"""(() => {{ const r = document.querySelector(
+            '.box[data-box="{loop["id"]}"] .label').getBoundingClientRect();
+            return [r.x + 4, r.y + r.height / 2]; }})()""")
+        page.click(*label)
+        page.wait_for(READY)
+        # Folded: the Loop node stands alone; what its box held (bodies, ends) is gone.
+        def in_loop(n):
+            b = n["box"]
+            while b is not None and b != loop["id"]:
+                b = boxes[b]["parent"]
+            return b == loop["id"] and n["id"] != loop["node"]
+
+        gone = {f"n{n['id']}" for n in nodes if in_loop(n)}
+        assert len(gone) == loop["size"] + 2  # its 12 body nodes, its end and the If's end
+        assert drawn(page, ".node", "data-key") == before - gone
+        assert f"b{loop['id']}" not in drawn(page, ".box", "data-key")
+        page.click(*center_of(page, f"n{loop['node']}"))
+        page.wait_for(READY)
+        assert drawn(page, ".node", "data-key") == before
+        assert not page.errors, page.errors
+
+
+def test_a_1000_node_model_opens_and_pans(tmp_path, capsys):
+    model = tmp_path / "wide.onnx"
+    import onnx
+
+    onnx.save(wide_model(1000), str(model))
+    out = tmp_path / "wide.html"
+    assert cli_main(["report", str(model), "--backend", "ccompiler", "-o", str(out)]) == 0
+    with Chromium() as page:
+        start = time.monotonic()
+        data = open_report(page, out)
+        opened = time.monotonic() - start
+        ops = [n for n in data["graph"]["nodes"] if n["kind"] == "op"]
+        assert len(ops) >= 1000
+        assert drawn(page, ".node", "data-key") == {f"n{n['id']}" for n in data["graph"]["nodes"]}
+        # Pan by dragging: 30 moves, each a frame; the scene follows the pointer.
+        before = page.evaluate("document.getElementById('scene').getAttribute('transform')")
+        page.send("Input.dispatchMouseEvent", type="mousePressed", x=300, y=600, button="left",
+                  clickCount=1)
+        t0 = time.monotonic()
+        for k in range(30):
+            page.send("Input.dispatchMouseEvent", type="mouseMoved", x=300, y=600 - 10 * k,
+                      button="left", buttons=1)
+        panned = time.monotonic() - t0
+        page.send("Input.dispatchMouseEvent", type="mouseReleased", x=300, y=310, button="left",
+                  clickCount=1)
+        after = page.evaluate("document.getElementById('scene').getAttribute('transform')")
+        assert after != before
+        page.screenshot(os.path.join(shots(tmp_path), "wide_1000.png"))
+        assert not page.errors, page.errors
+    with capsys.disabled():
+        print(f"\n1,000-node report: opened and laid out in {opened:.1f} s; 30 pan moves in "
+              f"{panned * 1000:.0f} ms ({len(ops)} nodes, machine shared)")
