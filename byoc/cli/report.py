@@ -9,29 +9,44 @@ from .common import (
     backend_list,
     build_exe,
     fallback_arg,
+    force_arg,
+    hint_made_up,
     input_args,
     load_model,
     model_arg,
     model_inputs,
     parse_dims,
+    plan_arg,
+    read_paths,
     settled,
 )
 
 
 def cmd_report(args) -> int:
-    from ..errors import InputError
-    from ..report.html import write_html
+    from ..errors import ByocError, InputError
+    from ..files.outputs import check_output_file, output_file
     from ..report.page import render_page, report_data
 
     if not args.output.lower().endswith((".html", ".htm")):
         raise InputError(f"-o wants a .html file, got {args.output!r}")
+    check_output_file(args.output, args.force, read_paths(args))  # before the work
     path, mod = load_model(args)
     backends = backend_list(args.backend)
-    part = mod
-    if backends and backends != ["host"]:
+    plan = None
+    if args.plan:
+        if backends:
+            raise InputError("--plan places every node: drop --backend")
+        from ..partition import partition
+        from ..tuning.plan import Plan
+
+        plan = Plan.load(args.plan)
+        part, backends = partition(mod, plan=plan), list(plan.backends)
+    elif backends and backends != ["host"]:
         from ..partition import partition
 
         part = partition(mod, backends=backends)
+    else:
+        part = mod
     dims = parse_dims(args.dim)
     prof = None
     if args.profile:
@@ -41,14 +56,20 @@ def cmd_report(args) -> int:
         dims = {**_dims_of(mod, inputs), **dims}
         print(f"byoc: profiling ({args.repeat} runs after a warm-up)...", file=sys.stderr)
         exe = build_exe(part, args)
-        exe.run(inputs)
+        try:
+            exe.run(inputs)
+        except ByocError as exc:
+            raise hint_made_up(exc, args, mod) from None
         exe = settled(exe, part, args)
         prof = profile(exe, inputs, repeat=args.repeat)
     elif args.input:
         dims = {**_dims_of(mod, model_inputs(args, mod)), **dims}
     data = report_data(part, model=os.path.basename(path), backends=backends, profile=prof,
-                       dims=dims)
-    write_html(args.output, render_page(data))
+                       plan=plan, dims=dims)
+    page = render_page(data)
+    with output_file(args.output, force=args.force, protect=read_paths(args)) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
     nodes = sum(1 for n in data["view"]["nodes"] if n["kind"] == "op")
     regions = len(data["summary"]["regions"])
     print(f"wrote {args.output}: {nodes} nodes, {regions} region(s); open it in any browser "
@@ -75,9 +96,11 @@ def register(sub) -> None:
     p = sub.add_parser("report", help="the partition as one HTML page: graph, times, reasons")
     model_arg(p, optional=True)
     input_args(p)
+    plan_arg(p)
     p.add_argument("--profile", action="store_true",
                    help="run the model and show every node's and region's time")
     p.add_argument("--repeat", type=int, default=5, help="timed runs for --profile (median)")
     fallback_arg(p)
     p.add_argument("-o", "--output", metavar="REPORT.html", required=True)
+    force_arg(p)
     p.set_defaults(fn=cmd_report)

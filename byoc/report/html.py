@@ -1,7 +1,6 @@
 """One self-contained HTML file: the graph view, its summary and the page that draws them.
 
     text = render_html(view, summary_, meta)   # view: graph_view; summary_: summary()
-    write_html("report.html", text)            # written beside, then renamed into place
 
 The page needs nothing but itself: the layout library (dagre, vendored under vendor/), the
 drawing code (assets/report.js), the style and the data are inlined. Everything that comes from
@@ -16,7 +15,6 @@ import base64
 import hashlib
 import html
 import json
-import os
 import re
 from importlib import resources
 
@@ -78,17 +76,3 @@ def render_html(view: dict, summary: dict, meta: dict, plan: dict | None = None)
     page = _asset("assets", "report.html")
     # One pass, so a placeholder inside the substituted text is never substituted again.
     return re.sub(r"@@(\w+)@@", lambda m: parts[m.group(1)], page)
-
-
-def write_html(path: str, text: str) -> None:
-    """Write the page beside its destination, then rename it into place."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)

@@ -11,6 +11,7 @@ from ..analysis import HOST_REASONS
 from ..ir import IRModule
 from .graph import graph_view
 from .html import render_html
+from .plan import plan_view
 from .summary import attach_times, summary
 from .table import partition_report
 
@@ -26,9 +27,9 @@ def render_page(data: dict) -> str:
 
 
 def report_data(part: IRModule, *, model: str = "model", backends: list[str] | tuple = (),
-                profile: dict | None = None, plan: dict | None = None,
+                profile: dict | None = None, plan=None,
                 dims: dict[str, int] | None = None) -> dict:
-    """Everything the page shows, JSON-ready."""
+    """Everything the page shows, JSON-ready. ``plan``: a ``byoc.Plan``, its dict or a path."""
     partitioned = HOST_REASONS in part.attrs
     reasons = dict(part.attrs[HOST_REASONS]) if partitioned else {}
     view = graph_view(part, reasons, dims)
@@ -38,6 +39,10 @@ def report_data(part: IRModule, *, model: str = "model", backends: list[str] | t
                 n["reason"] = "no backend was given (--backend)"
     table = partition_report(part) if partitioned else None
     attach_times(view, profile)
+    if plan is not None:
+        from ..tuning.plan import Plan
+
+        plan = plan_view(Plan.load(plan).data, view)
     meta = {"model": model, "backends": list(backends), "profiled": profile is not None,
             "dims": dict(dims or {})}
     return {"view": view, "summary": summary(view, table, profile), "meta": meta, "plan": plan}

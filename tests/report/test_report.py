@@ -348,3 +348,53 @@ def test_run_profile_and_partition_point_at_the_report(capsys):
     assert "byoc report" in capsys.readouterr().out
     assert cli_main(["run", str(LOOP), "--backend", "ccompiler", "--profile"]) == 0
     assert "byoc report" in capsys.readouterr().out
+
+
+# --- a plan from byoc tune ---------------------------------------------------------------------
+
+
+def test_a_plans_measurements_land_on_its_regions_and_host_nodes(tmp_path):
+    from tests.tuning.util import Costs, chain_model, fake_backends, tune_fake
+
+    ops = ["Relu", "Abs", "Neg", "Sigmoid", "Tanh", "Relu"]
+    names = [f"n{k}" for k in range(len(ops))]
+    # fa is fast at the start, fb at the end, the host in the middle (n2, n3): three segments.
+    node = {n: {"host": 1e-3, "fa": 5e-3, "fb": 5e-3} for n in names}
+    for n in names[:2]:
+        node[n]["fa"] = 1e-5
+    for n in names[4:]:
+        node[n]["fb"] = 1e-5
+    costs = Costs(node, {"fa": 1e-5, "fb": 1e-5}, {"fa": 1e-6, "fb": 1e-6})
+    with fake_backends(fa=set(ops), fb=set(ops)):
+        plan, _, mod = tune_fake(chain_model(ops), ["fa", "fb"], costs)
+        part = byoc.partition(mod, plan=plan)
+        data = report_data(part, plan=plan, backends=plan.backends)
+        path = tmp_path / "plan.json"
+        plan.save(path)
+        out = tmp_path / "r.html"
+        model = tmp_path / "chain.onnx"
+        import onnx
+
+        onnx.save(chain_model(ops), str(model))
+        assert cli_main(["report", str(model), "--plan", str(path), "-o", str(out)]) == 0
+        assert data_of(out.read_text())["plan"]["segments"]
+    view, rows = data["view"], data["plan"]["segments"]
+    assert [r["chosen"] for r in rows] == [s["chosen"] for s in plan.data["segments"]]
+    places = {n["name"]: n["where"] for n in view["nodes"] if n["kind"] == "op"}
+    assert places == {"n0": "fa", "n1": "fa", "n2": "host", "n3": "host", "n4": "fb",
+                      "n5": "fb"}
+    for b in view["boxes"]:  # each region: the segment that chose its backend
+        seg = rows[b["segment"]]
+        assert seg["chosen"] == b["where"]
+        assert set(seg["times"]) >= {"host", "fa", "fb"}
+        assert seg["why"].startswith(b["where"])
+    host = [n for n in view["nodes"] if n["where"] == "host" and n["kind"] == "op"]
+    assert all(rows[n["segment"]]["chosen"] == "host" for n in host)
+    assert any("predicted" in line for line in data["plan"]["summary"])
+
+
+def test_report_refuses_a_plan_and_backends_together(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "byoc", "report", str(LOOP), "--backend",
+                        "ccompiler", "--plan", "p.json", "-o", "r.html"], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert r.returncode == 2 and "drop --backend" in r.stderr

@@ -15,8 +15,6 @@
   const panel = document.getElementById("panel"), tabs = document.getElementById("tabs");
   const view = { x: 20, y: 20, k: 1 };
   let pos = {}, graphSize = { w: 0, h: 0 }, selected = null, tab = "summary";
-  const planRegions = {};
-  if (PLAN) (PLAN.regions || []).forEach(r => { planRegions[r.name] = r; });
 
   // ---- small DOM helpers: text only ----
   function el(tag, attrs, ...kids) {
@@ -278,18 +276,20 @@
         el("td", { class: "mono" }, type)));
     return t;
   }
-  function planRows(name) {
-    const r = planRegions[name];
-    if (!r) return null;
-    const out = el("div", {}, el("h4", {}, "measured by byoc tune"));
-    const t = el("table", {}, el("tr", {}, el("th", {}, "backend"), el("th", { class: "num" }, "time")));
-    for (const [backend, seconds] of Object.entries(r.times || {})) {
-      const row = el("tr", {}, el("td", {}, swatch(backend), backend), el("td", { class: "num" }, seconds === null ? "cannot run" : ms(seconds)));
-      if (backend === r.backend) row.classList.add("chosen");
+  function planRows(k) {  // what byoc tune measured for a segment: every option, and the choice
+    const seg = PLAN && k !== undefined && k !== null ? PLAN.segments[k] : null;
+    if (!seg) return null;
+    const out = el("div", {}, el("h4", {}, "measured by byoc tune (segment " + seg.id + ", " + seg.nodes + " nodes)"));
+    const t = el("table", {}, el("tr", {}, el("th", {}, "option"), el("th", { class: "num" }, "time"), el("th", {}, "")));
+    const order = Object.entries(seg.times).sort((a, b) => (a[1] === null) - (b[1] === null) || a[1] - b[1]);
+    for (const [option, seconds] of order) {
+      const note = option === seg.chosen ? "chosen" : (option === seg.runner_up ? "runner-up" : (seg.errors[option] || ""));
+      const row = el("tr", {}, el("td", {}, swatch(option), option), el("td", { class: "num" }, seconds === null ? "\u2014" : ms(seconds)), el("td", { class: "muted" }, note));
+      if (option === seg.chosen) row.classList.add("chosen");
       t.append(row);
     }
     out.append(t);
-    if (r.why) out.append(el("p", {}, r.why));
+    if (seg.why) out.append(el("p", {}, seg.why));
     return out;
   }
   function describeBox(B) {
@@ -300,7 +300,7 @@
       const info = (SUMMARY.regions || []).find(r => r.name === B.name);
       if (info) f.append(el("p", {}, "crosses its boundary: " + bytes(info.bytes_in) + " in, " + bytes(info.bytes_out) + " out per run"));
       if (B.time_s !== undefined) f.append(el("p", {}, "time: " + ms(B.time_s) + (SUMMARY.total_s ? " (" + pct(B.time_s / SUMMARY.total_s) + " of the run)" : "")));
-      const p = planRows(B.name); if (p) f.append(p);
+      const p = planRows(B.segment); if (p) f.append(p);
     } else {
       const n = NODES[B.node];
       f.append(el("h4", {}, B.kind === "control" ? n.op + " " : "body ", el("span", { class: "mono" }, B.name)));
@@ -325,6 +325,7 @@
       if (n.time_s !== undefined) f.append(el("p", {}, "time: " + ms(n.time_s) + (SUMMARY.total_s ? " (" + pct(n.time_s / SUMMARY.total_s) + " of the run)" : "")));
       else if (region && region.time_s !== undefined) f.append(el("p", { class: "muted" }, "its region takes " + ms(region.time_s) + " in all"));
       if (box && box.kind === "control" && box.node === n.id) f.append(el("p", { class: "muted" }, box.size + " ONNX nodes in its bodies"));
+      const measured = planRows(n.segment); if (measured) f.append(measured);
     }
     const ins = valueTable("inputs", n.inputs), outs = valueTable("outputs", n.outputs);
     if (ins) f.append(ins);
@@ -460,16 +461,16 @@
   function planPanel() {
     const f = document.createDocumentFragment();
     if (!PLAN) return f;
-    if (PLAN.summary) for (const line of PLAN.summary) f.append(el("p", {}, line));
-    const t = el("table", {}, el("tr", {}, el("th", {}, "region"), el("th", {}, "chosen"), el("th", {}, "candidates")));
-    for (const r of PLAN.regions || []) {
-      const times = Object.entries(r.times || {}).map(([b, s]) => b + " " + (s === null ? "\u2014" : ms(s))).join(", ");
-      const name = el("td", { class: "mono" }, clip(r.name, 36));
-      const box = BOXES.find(b => b.kind === "region" && b.name === r.name);
-      if (box) { name.classList.add("link"); name.addEventListener("click", () => revealBox(box.id)); }
-      t.append(el("tr", {}, name, el("td", {}, swatch(r.backend), r.backend), el("td", {}, times, r.why ? el("div", { class: "muted" }, r.why) : null)));
-    }
-    f.append(t);
+    for (const line of PLAN.summary) f.append(el("p", {}, line));
+    const t = el("table", {}, el("tr", {}, el("th", {}, "segment"), el("th", {}, "chosen"), el("th", {}, "measured")));
+    PLAN.segments.forEach((seg, k) => {
+      const first = NODES.find(n => n.kind === "op" && n.segment === k);
+      const name = el("td", { class: "mono" }, seg.id + " ", el("span", { class: "muted" }, clip(String(seg.first), 28) + " \u2026 (" + seg.nodes + ")"));
+      if (first) { name.classList.add("link"); name.addEventListener("click", () => reveal(first.id)); }
+      const times = Object.entries(seg.times).map(([o, s]) => o + " " + (s === null ? "\u2014" : ms(s))).join(", ");
+      t.append(el("tr", {}, name, el("td", {}, swatch(seg.chosen || "host"), seg.chosen || "\u2014"), el("td", {}, times, seg.why ? el("div", { class: "muted" }, seg.why) : null)));
+    });
+    f.append(el("h3", {}, "what byoc tune measured, piece by piece"), t);
     return f;
   }
   function showPanel() {
