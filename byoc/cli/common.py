@@ -237,10 +237,15 @@ def report_hint(args, profile: bool = False) -> str:
     """The ``byoc report`` command that draws what was just printed."""
     import shlex
 
-    parts = ["byoc", "report"] + ([args.model] if args.model else [])
-    if getattr(args, "plan", None):
-        parts += ["--plan", args.plan]
-    elif args.backend:
-        parts += ["--backend", args.backend]
-    parts += ["--profile"] if profile else []
-    return f"see it drawn, per node: {shlex.join(parts)} -o report.html"
+    def line(model: str | None, plan: str | None) -> str:
+        parts = ["byoc", "report"] + ([model] if model else [])
+        if plan:
+            parts += ["--plan", plan]
+        elif args.backend:
+            parts += ["--backend", args.backend]
+        parts += ["--profile"] if profile else []
+        return f"see it drawn, per node: {shlex.join(parts)} -o report.html"
+
+    plan = getattr(args, "plan", None)
+    text = line(args.model, plan)  # long paths give way to placeholders: tables fit 120 columns
+    return text if len(text) <= 120 else line(args.model and "MODEL", plan and "PLAN.json")
