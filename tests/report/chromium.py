@@ -152,6 +152,28 @@ class Chromium:
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
 
+    def cpu_seconds(self) -> float:
+        """CPU time the browser's processes have used so far: unlike the clock, it does not grow
+        when other work shares the machine."""
+        tick = os.sysconf("SC_CLK_TCK")
+        parents, used = {}, {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(pid)] = int(fields[1])
+            used[int(pid)] = (int(fields[11]) + int(fields[12])) / tick
+        total = 0.0
+        for pid, seconds in used.items():
+            p = pid
+            while p in parents and p != self.proc.pid and p > 1:
+                p = parents[p]
+            if p == self.proc.pid:
+                total += seconds
+        return total
+
     # --- lifetime ----------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -31,7 +31,6 @@ def main(out: str) -> None:
             page.wait_for("document.body.dataset.state === 'ready'")
             data = json.loads(page.evaluate("document.getElementById('byoc-data').textContent"))
             node = next(n for n in data["graph"]["nodes"] if n["op"] == "Mod")
-            page.evaluate("document.getElementById('fit').click()")
             time.sleep(0.3)
             x, y = page.evaluate(f"""(() => {{ const r = document.querySelector(
                 '.node[data-key="n{node['id']}"]').getBoundingClientRect();
