@@ -92,8 +92,10 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     _header(src, func, ops, plan, names, arg_types, types)
     src.lines(runtime_c.render(ctx.needed))
     src.line("#define BYOC_NOINLINE __attribute__((noinline))")
+    src.lines(ctx.protos.text())  # the ops' parallel tasks, written after the ops
     src.line()
     src.lines(ctx.src.text())
+    src.lines(ctx.tasks.text())
     src.line()
     with src.block(f"void {SYMBOL}({signature})"):
         for s, _ in plan.constants:
@@ -233,7 +235,7 @@ def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, Ten
     ctx.src.line(label)
     params += ["const void *const *consts", "char *ws"]
     with ctx.src.block(f"static BYOC_NOINLINE void {fn}({', '.join(params)})"):
-        ctx.begin_op()
+        ctx.begin_op(fn, params)
         emit(ctx, call, ins, outs)
     ctx.src.line()
     body.line(f"{fn}({', '.join([*args, 'consts', 'ws'])});  {label}")

@@ -9,9 +9,14 @@ contiguous elementwise op becomes one flat loop the compiler vectorizes.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from byoc.codegen import CSource
+
+if TYPE_CHECKING:
+    from .emitter import Emit
 
 Strided = tuple[int | str, Sequence[int]]  # (offset, element stride per dim)
 
@@ -61,21 +66,44 @@ def index(offset: int | str, strides: Sequence[int], var: str) -> str:
     return " + ".join(terms) or "0"
 
 
+# Multiply-adds (about) of a one-dim loop per pool task unit: the cut depends on the loop
+# alone, never on the thread count (results never vary).
+BLOCK = 4096
+
+
 @contextlib.contextmanager
 def loop_nest(src: CSource, shape: Sequence[int], operands: Sequence[Strided],
-              var: str = "i") -> Iterator[list[str]]:
-    """Open loops over ``shape``; yields each operand's index expression inside them."""
+              var: str = "i", par: Emit | None = None, cost: int = 1) -> Iterator[list[str]]:
+    """Open loops over ``shape``; yields each operand's index expression inside them.
+
+    With ``par`` (the op's ``Emit``, whose ``src`` this is), the outermost loop may run on
+    the thread pool when the nest is big (``cost``: multiply-adds per element, about): one
+    dim is cut into blocks of ``BLOCK`` multiply-adds. Only for nests whose every iteration writes its own
+    element."""
     dims, strides = coalesce(shape, [s for _, s in operands])
     if any(d == 0 for d in shape):
         dims, strides = [0], [[0] for _ in operands]
+    work = cost * math.prod(dims)
+    block = max(1, BLOCK // max(1, cost))
     with contextlib.ExitStack() as stack:
         for k, d in enumerate(dims):
-            stack.enter_context(src.block(f"for (long {var}{k} = 0; {var}{k} < {d}; {var}{k}++)"))
+            loop = f"{var}{k}"
+            if k == 0 and par is not None and (len(dims) > 1 or block == 1):
+                stack.enter_context(par.parallel(loop, d, work))
+            elif k == 0 and par is not None and d > block:
+                stack.enter_context(par.parallel(f"{loop}b", -(-d // block), work))
+                src.line(f"const long {loop}e = {loop}b * {block} + {block} < {d} ? "
+                         f"{loop}b * {block} + {block} : {d};")
+                stack.enter_context(src.block(
+                    f"for (long {loop} = {loop}b * {block}; {loop} < {loop}e; {loop}++)"))
+            else:
+                stack.enter_context(src.block(f"for (long {loop} = 0; {loop} < {d}; {loop}++)"))
         yield [index(off, st, var) for (off, _), st in zip(operands, strides)]
 
 
 def emit_copy(src: CSource, shape: Sequence[int], dst: str, dst_view: Strided, source: str,
-              src_view: Strided, var: str = "i") -> None:
-    """``dst[view] = source[view]`` element by element over ``shape``."""
-    with loop_nest(src, shape, [dst_view, src_view], var) as (di, si):
+              src_view: Strided, var: str = "i", par: Emit | None = None) -> None:
+    """``dst[view] = source[view]`` element by element over ``shape`` (on the pool if big,
+    with ``par``)."""
+    with loop_nest(src, shape, [dst_view, src_view], var, par) as (di, si):
         src.line(f"{dst}[{di}] = {source}[{si}];")

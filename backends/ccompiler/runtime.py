@@ -26,8 +26,9 @@ import numpy as np
 
 from byoc.codegen import build_cache, c_type
 from byoc.ir import Function, TensorType
+from byoc.runtime.threads import build_threads
 
-from . import runtime_c
+from . import pool, runtime_c
 from .codegen import SYMBOL, Generated, generate, node_labels, region_name
 from .emitter import Unsupported
 from .fold import fold_constants
@@ -105,8 +106,11 @@ class Specialization:
     and workspaces are kept with their cffi pointers for the next call.
     """
 
-    def __init__(self, generated: Generated, module: ModuleType, sig: Signature):
+    def __init__(self, generated: Generated, module: ModuleType, sig: Signature, threads: int):
         self.generated = generated
+        self.threads = threads
+        pool.attach(module)
+        self._use_threads = pool.module().lib.byoc_pool_set_threads
         self._fn = getattr(module.lib, SYMBOL)
         self._ffi = ffi = module.ffi
         self._keep = [np.asarray(c, order="C") for c in generated.constants]
@@ -141,6 +145,7 @@ class Specialization:
         with self._lock:  # one workspace per concurrent call, reused afterwards
             ws = self._spare.pop() if self._spare else self._workspace()
         try:
+            self._use_threads(self.threads)  # the pool's count for this thread's call
             self._fn(*[ptr(d, a) for d, a in zip(self._in_decls, arrays)],
                      *[ptr(d, o) for (_, _, d), o in zip(self._outs, outs)], self._consts, ws[1])
         finally:
@@ -168,9 +173,10 @@ class CompiledRegion:
         staticmethod(lambda func, types, values: func)
     prepare: Callable[[Function], Function] = staticmethod(lambda func: func)  # before folding
 
-    def __init__(self, func: Function):
+    def __init__(self, func: Function, threads: int | None = None):
         self.func = self._folded(func)
         self.name = region_name(func)
+        self.threads = build_threads() if threads is None else threads
         self._variants: dict[object, Callable[[Sequence[np.ndarray]], tuple]] = {}
         self._lock = threading.Lock()
         self._by_value = self.value_params(self.func)
@@ -237,9 +243,10 @@ class CompiledRegion:
             else:
                 objects = ((build_cache.build_object(runtime_c.LIBRARY),)
                            if generated.library else ())
-                module = build_cache.build(generated.source, generated.cdef, region=self.name,
-                                           objects=objects)
-                variant = Specialization(generated, module, sig)
+                module = build_cache.build(generated.source,
+                                           f"{generated.cdef}\n{runtime_c.ATTACH_CDEF}",
+                                           region=self.name, objects=objects)
+                variant = Specialization(generated, module, sig, self.threads)
             self._variants[key] = variant
             return variant
 

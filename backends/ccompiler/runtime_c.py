@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import pool
+
 # Sizes the Python side needs to reserve scratch for packing (largest NR: AVX's 16).
 MR, NR, KC, MC, NC = 6, 16, 256, 72, 1024
 
@@ -23,6 +25,24 @@ _PRELUDE = r"""
 #include <stdint.h>
 #include <string.h>
 """
+
+# The thread pool as regions see it (backends/ccompiler/pool.py): one pointer per module, set
+# when the module is loaded (byoc_attach), the same pool for every region of the process.
+_RT = pool.API + r"""
+extern const byoc_rt_api *byoc_rt;
+static inline int byoc_threads(void) { return byoc_rt->threads(); }
+static inline void byoc_parallel(long n, byoc_task_fn fn, void *ctx) { byoc_rt->parallel(n, fn, ctx); }
+/* a task's own scratch (slot 1; the GEMM's packing buffers are slot 0) */
+static inline void *byoc_task_scratch(long bytes) { return byoc_rt->scratch(1, bytes); }
+/* Work (multiply-adds, or elements times cost) below which a kernel stays on one thread. */
+#define BYOC_PAR_WORK 65536L
+"""
+
+_RT_DEF = r"""
+const byoc_rt_api *byoc_rt;
+void byoc_attach(const void *api) { byoc_rt = (const byoc_rt_api *)api; }
+"""
+ATTACH_CDEF = "void byoc_attach(const void *api);"
 
 _VEC = r"""
 #if defined(__AVX__)
@@ -181,9 +201,85 @@ static float byoc_dot(const float *a, const float *b, long n) {
     return s;
 }
 
+/* One GEMM, as its tasks see it. */
+typedef struct {
+    long M, N, K;
+    float alpha;
+    const byoc_mat *A;
+    const float *apacked;
+    byoc_pack_fn pack;
+    const void *bsrc;
+    float *C;
+    long ldc;
+    int accumulate, by_rows;
+    const byoc_epi *epi;
+} byoc_gemm_job;
+
+static long byoc_gemm_scratch(long n, long k) {  /* floats; as gemm_scratch in runtime_c.py */
+    long kc = k < BYOC_KC ? k : BYOC_KC, nc = n < BYOC_NC ? n : BYOC_NC;
+    return ((BYOC_MC + BYOC_MR) * kc + 15) / 16 * 16 + kc * (nc + BYOC_NR) + BYOC_NR;
+}
+
+/* Rows i0..i1, columns j0..j1 of C (i0 a multiple of MR): the blocked loops, each element's
+   sum over K taken in the same order wherever the block starts, so that any cut of C into
+   blocks gives the same numbers. */
+static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, long j1,
+                            float *ws) {
+    long K = g->K, kcmax = K < BYOC_KC ? K : BYOC_KC;
+    long mpad = (g->M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, ldc = g->ldc;
+    float *ap = ws;
+    float *bp = ws + ((BYOC_MC + BYOC_MR) * kcmax + 15) / 16 * 16;
+    for (long jc = j0; jc < j1; jc += BYOC_NC) {
+        long nc = j1 - jc < BYOC_NC ? j1 - jc : BYOC_NC;
+        for (long pc = 0; pc < K; pc += BYOC_KC) {
+            long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
+            g->pack(g->bsrc, pc, kc, jc, nc, bp);
+            for (long ic = i0; ic < i1; ic += BYOC_MC) {
+                long mc = i1 - ic < BYOC_MC ? i1 - ic : BYOC_MC;
+                const float *a = g->apacked ? g->apacked + pc * mpad + ic * kc : ap;
+                if (!g->apacked) byoc_pack_a(g->A, ic, mc, pc, kc, g->alpha, ap);
+                /* the epilogue takes mc x BYOC_EPI_W tiles: still in cache, but few calls */
+                for (long je = 0; je < nc; je += BYOC_EPI_W) {
+                    long jend = nc - je < BYOC_EPI_W ? nc : je + BYOC_EPI_W;
+                    for (long jr = je; jr < jend; jr += BYOC_NR) {
+                        long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
+                        for (long ir = 0; ir < mc; ir += BYOC_MR) {
+                            long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                            byoc_ukernel(kc, a + ir * kc, bp + jr * kc,
+                                         g->C + (ic + ir) * ldc + jc + jr, ldc, m, n,
+                                         g->accumulate || pc > 0);
+                        }
+                    }
+                    if (g->epi && pc + kc == K)
+                        g->epi->fn(g->C + ic * ldc + jc + je, ldc, ic, mc, jend - je,
+                                   g->epi->ctx);
+                }
+            }
+        }
+    }
+}
+
+/* A task: panels lo..hi of MR rows (by_rows) or NR columns, packing into its own scratch. */
+static void byoc_gemm_task(void *ctx, long lo, long hi) {
+    const byoc_gemm_job *g = (const byoc_gemm_job *)ctx;
+    long i0 = 0, i1 = g->M, j0 = 0, j1 = g->N;
+    if (g->by_rows) {
+        i0 = lo * BYOC_MR;
+        i1 = hi * BYOC_MR < g->M ? hi * BYOC_MR : g->M;
+    } else {
+        j0 = lo * BYOC_NR;
+        j1 = hi * BYOC_NR < g->N ? hi * BYOC_NR : g->N;
+    }
+    float *ws = (float *)byoc_rt->scratch(0, 4 * byoc_gemm_scratch(j1 - j0, g->K));
+    byoc_gemm_block(g, i0, i1, j0, j1, ws);
+}
+
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
 /* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
 /* epi (or 0) runs on each mc x BYOC_EPI_W tile of C once its last K block is stored, in cache. */
+/* On the pool when the product is big: over column panels (each task packs its own part of B;
+   A, unless packed already, is packed by every task), over row panels when there are few
+   columns (B packed by every task). */
 static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                       const float *apacked, byoc_pack_fn pack, const void *bsrc, float *C,
                       long ldc, int accumulate, float *ws, const byoc_epi *epi) {
@@ -193,60 +289,72 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
         if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
-    long kcmax = K < BYOC_KC ? K : BYOC_KC, mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
-    float *ap = ws;
-    float *bp = ws + ((BYOC_MC + BYOC_MR) * kcmax + 15) / 16 * 16;
-    for (long jc = 0; jc < N; jc += BYOC_NC) {
-        long nc = N - jc < BYOC_NC ? N - jc : BYOC_NC;
-        for (long pc = 0; pc < K; pc += BYOC_KC) {
-            long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
-            pack(bsrc, pc, kc, jc, nc, bp);
-            for (long ic = 0; ic < M; ic += BYOC_MC) {
-                long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
-                const float *a = apacked ? apacked + pc * mpad + ic * kc : ap;
-                if (!apacked) byoc_pack_a(A, ic, mc, pc, kc, alpha, ap);
-                /* the epilogue takes mc x BYOC_EPI_W tiles: still in cache, but few calls */
-                for (long je = 0; je < nc; je += BYOC_EPI_W) {
-                    long jend = nc - je < BYOC_EPI_W ? nc : je + BYOC_EPI_W;
-                    for (long jr = je; jr < jend; jr += BYOC_NR) {
-                        long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
-                        for (long ir = 0; ir < mc; ir += BYOC_MR) {
-                            long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                            byoc_ukernel(kc, a + ir * kc, bp + jr * kc,
-                                         C + (ic + ir) * ldc + jc + jr, ldc, m, n,
-                                         accumulate || pc > 0);
-                        }
-                    }
-                    if (epi && pc + kc == K)
-                        epi->fn(C + ic * ldc + jc + je, ldc, ic, mc, jend - je, epi->ctx);
-                }
-            }
+    byoc_gemm_job g = {M, N, K, alpha, A, apacked, pack, bsrc, C, ldc, accumulate, 0, epi};
+    int threads = byoc_threads();
+    if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
+        long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
+        g.by_rows = col_panels < 2L * threads && row_panels > col_panels;
+        byoc_parallel(g.by_rows ? row_panels : col_panels, byoc_gemm_task, &g);
+        return;
+    }
+    byoc_gemm_block(&g, 0, M, 0, N, ws);
+}
+
+/* A row or two of A against a strided B: vector dots (B's columns contiguous) or axpys (its
+   rows contiguous), over the columns lo..hi. */
+typedef struct {
+    long M, N, K;
+    float alpha;
+    const byoc_mat *A, *B;
+    float *C;
+    long ldc;
+    int accumulate;
+} byoc_thin_job;
+
+static void byoc_thin_dots(void *ctx, long lo, long hi) {
+    const byoc_thin_job *t = (const byoc_thin_job *)ctx;
+    for (long i = 0; i < t->M; i++)
+        for (long j = lo; j < hi; j++) {
+            float v = t->alpha * byoc_dot(t->A->p + i * t->A->rs, t->B->p + j * t->B->cs, t->K);
+            float *c = t->C + i * t->ldc + j;
+            *c = t->accumulate ? *c + v : v;
+        }
+}
+
+static void byoc_thin_axpys(void *ctx, long lo, long hi) {
+    const byoc_thin_job *t = (const byoc_thin_job *)ctx;
+    for (long i = 0; i < t->M; i++) {
+        float *restrict c = t->C + i * t->ldc;
+        if (!t->accumulate) memset(c + lo, 0, sizeof(float) * (hi - lo));
+        for (long k = 0; k < t->K; k++) {
+            float a = t->alpha * t->A->p[i * t->A->rs + k * t->A->cs];
+            const float *restrict b = t->B->p + k * t->B->rs;
+            for (long j = lo; j < hi; j++) c[j] += a * b[j];
         }
     }
+}
+
+/* The same over units of 16 columns, for the pool. */
+static void byoc_thin_dots_16(void *ctx, long lo, long hi) {
+    const byoc_thin_job *t = (const byoc_thin_job *)ctx;
+    byoc_thin_dots(ctx, lo * 16, hi * 16 < t->N ? hi * 16 : t->N);
+}
+static void byoc_thin_axpys_16(void *ctx, long lo, long hi) {
+    const byoc_thin_job *t = (const byoc_thin_job *)ctx;
+    byoc_thin_axpys(ctx, lo * 16, hi * 16 < t->N ? hi * 16 : t->N);
 }
 
 /* The same over a strided B; a row or two of A is done as vector dots or axpys instead. */
 void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
                    float *C, long ldc, int accumulate, float *ws, const byoc_epi *epi) {
-    if (M <= 2 && B.rs == 1 && A.cs == 1) {
-        for (long i = 0; i < M; i++)
-            for (long j = 0; j < N; j++) {
-                float v = alpha * byoc_dot(A.p + i * A.rs, B.p + j * B.cs, K);
-                C[i * ldc + j] = accumulate ? C[i * ldc + j] + v : v;
-            }
-        if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
-        return;
-    }
-    if (M <= 2 && B.cs == 1) {
-        for (long i = 0; i < M; i++) {
-            float *restrict c = C + i * ldc;
-            if (!accumulate) memset(c, 0, sizeof(float) * N);
-            for (long k = 0; k < K; k++) {
-                float a = alpha * A.p[i * A.rs + k * A.cs];
-                const float *restrict b = B.p + k * B.rs;
-                for (long j = 0; j < N; j++) c[j] += a * b[j];
-            }
-        }
+    if (M <= 2 && ((B.rs == 1 && A.cs == 1) || B.cs == 1)) {
+        byoc_thin_job t = {M, N, K, alpha, &A, &B, C, ldc, accumulate};
+        byoc_task_fn fn = B.rs == 1 && A.cs == 1 ? byoc_thin_dots : byoc_thin_axpys;
+        if ((double)M * N * K >= (double)BYOC_PAR_WORK * 4 && N >= 64)
+            byoc_parallel((N + 15) / 16, fn == byoc_thin_dots ? byoc_thin_dots_16
+                                                              : byoc_thin_axpys_16, &t);
+        else
+            fn(&t, 0, N);
         if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
@@ -270,22 +378,36 @@ typedef struct {
     long HP, WP, KH, KW, SH, SW, DH, DW, OW;
 } byoc_padded;
 
-static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long PW, long HP,
-                           long WP, float *xp) {
-    for (long c = 0; c < C; c++)
+typedef struct {
+    const float *x;
+    long H, W, PH, PW, HP, WP;
+    float *xp;
+} byoc_pad_job;
+
+static void byoc_pad_channels(void *ctx, long c0, long c1) {
+    const byoc_pad_job *p = (const byoc_pad_job *)ctx;
+    const long H = p->H, W = p->W, PH = p->PH, PW = p->PW, HP = p->HP, WP = p->WP;
+    for (long c = c0; c < c1; c++)
         for (long r = 0; r < HP; r++) {
-            float *d = xp + (c * HP + r) * WP;
+            float *d = p->xp + (c * HP + r) * WP;
             long ih = r - PH;
             if (ih < 0 || ih >= H) {
                 memset(d, 0, sizeof(float) * WP);
                 continue;
             }
-            const float *s = x + (c * H + ih) * W;
+            const float *s = p->x + (c * H + ih) * W;
             for (long q = 0; q < WP; q++) {
                 long iw = q - PW;
                 d[q] = iw >= 0 && iw < W ? s[iw] : 0.0f;
             }
         }
+}
+
+static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long PW, long HP,
+                           long WP, float *xp) {
+    byoc_pad_job p = {x, H, W, PH, PW, HP, WP, xp};
+    if (C * HP * WP >= BYOC_PAR_WORK) byoc_parallel(C, byoc_pad_channels, &p);
+    else byoc_pad_channels(&p, 0, C);
     memset(xp + C * HP * WP, 0, sizeof(float) * BYOC_PAD_SLACK);
 }
 
@@ -381,6 +503,40 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
         }
 }
 
+/* col2im of one image and group: output channels lo..hi, each from its own columns. */
+typedef struct {
+    const float *cols, *bias;
+    float *y;
+    long H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
+} byoc_col2im_job;
+
+static void byoc_col2im(void *ctx, long m0, long m1) {
+    const byoc_col2im_job *c = (const byoc_col2im_job *)ctx;
+    const long H = c->H, W = c->W, OH = c->OH, OW = c->OW, KH = c->KH, KW = c->KW;
+    const long SH = c->SH, SW = c->SW, PH = c->PH, PW = c->PW, DH = c->DH, DW = c->DW, hw = H * W;
+    for (long m = m0; m < m1; m++) {
+        float *yc = c->y + m * OH * OW;
+        float b0 = c->bias ? c->bias[m] : 0.0f;
+        for (long j = 0; j < OH * OW; j++) yc[j] = b0;
+        for (long kh = 0; kh < KH; kh++)
+            for (long kw = 0; kw < KW; kw++) {
+                const float *col = c->cols + ((m * KH + kh) * KW + kw) * hw;
+                for (long ih = 0; ih < H; ih++) {
+                    long oh = ih * SH - PH + kh * DH;
+                    if (oh < 0 || oh >= OH) continue;
+                    /* ow = iw * SW + off must be in [0, OW): the valid iw range. */
+                    long off = kw * DW - PW, lo, hi;
+                    lo = off < 0 ? (-off + SW - 1) / SW : 0;
+                    hi = OW - 1 - off < 0 ? 0 : (OW - 1 - off) / SW + 1;
+                    if (hi > W) hi = W;
+                    float *restrict yr = yc + oh * OW;
+                    const float *restrict cr = col + ih * W;
+                    for (long iw = lo; iw < hi; iw++) yr[iw * SW + off] += cr[iw];
+                }
+            }
+    }
+}
+
 /* y = conv_transpose(x, w) + bias: a GEMM into columns, then col2im (scatter-add).
    w is [C, M/G, KH, KW]. ws: (M/G)*KH*KW*H*W floats of columns, then GEMM scratch. */
 void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, float *y,
@@ -394,38 +550,29 @@ void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, fl
             byoc_mat a = {w + g * cg * rows, 1, rows};
             byoc_mat b = {x + (n * C + g * cg) * hw, hw, 1};
             byoc_gemm_mat(rows, hw, cg, 1.0f, a, b, cols, hw, 0, scratch, 0);
-            for (long m = 0; m < mg; m++) {
-                float *yc = y + (n * M + g * mg + m) * OH * OW;
-                float b0 = bias ? bias[g * mg + m] : 0.0f;
-                for (long j = 0; j < OH * OW; j++) yc[j] = b0;
-                for (long kh = 0; kh < KH; kh++)
-                    for (long kw = 0; kw < KW; kw++) {
-                        const float *col = cols + ((m * KH + kh) * KW + kw) * hw;
-                        for (long ih = 0; ih < H; ih++) {
-                            long oh = ih * SH - PH + kh * DH;
-                            if (oh < 0 || oh >= OH) continue;
-                            /* ow = iw * SW + off must be in [0, OW): the valid iw range. */
-                            long off = kw * DW - PW, lo, hi;
-                            lo = off < 0 ? (-off + SW - 1) / SW : 0;
-                            hi = OW - 1 - off < 0 ? 0 : (OW - 1 - off) / SW + 1;
-                            if (hi > W) hi = W;
-                            float *restrict yr = yc + oh * OW;
-                            const float *restrict cr = col + ih * W;
-                            for (long iw = lo; iw < hi; iw++) yr[iw * SW + off] += cr[iw];
-                        }
-                    }
-            }
+            byoc_col2im_job c = {cols, bias ? bias + g * mg : 0, y + (n * M + g * mg) * OH * OW,
+                                 H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW};
+            if (mg * KH * KW * hw >= BYOC_PAR_WORK) byoc_parallel(mg, byoc_col2im, &c);
+            else byoc_col2im(&c, 0, mg);
         }
 }
 """
 
 _POOL = r"""
-void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
-                           long KH, long KW, long SH, long SW, long PH, long PW,
-                           long DH, long DW) {
-    for (long p = 0; p < NC; p++) {
-        const float *xc = x + p * H * W;
-        float *yc = y + p * OH * OW;
+typedef struct {
+    const float *x;
+    float *y;
+    long H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, PHE, PWE;
+    int count_pad;
+} byoc_pool_job;
+
+static void byoc_maxpool_planes(void *ctx, long p0, long p1) {
+    const byoc_pool_job *j = (const byoc_pool_job *)ctx;
+    const long H = j->H, W = j->W, OH = j->OH, OW = j->OW, KH = j->KH, KW = j->KW;
+    const long SH = j->SH, SW = j->SW, PH = j->PH, PW = j->PW, DH = j->DH, DW = j->DW;
+    for (long p = p0; p < p1; p++) {
+        const float *xc = j->x + p * H * W;
+        float *yc = j->y + p * OH * OW;
         for (long oh = 0; oh < OH; oh++)
             for (long ow = 0; ow < OW; ow++) {
                 float m = -INFINITY;
@@ -444,14 +591,23 @@ void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
     }
 }
 
+void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
+                           long KH, long KW, long SH, long SW, long PH, long PW,
+                           long DH, long DW) {
+    byoc_pool_job j = {x, y, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, 0, 0, 0};
+    if (NC * OH * OW * KH * KW >= BYOC_PAR_WORK) byoc_parallel(NC, byoc_maxpool_planes, &j);
+    else byoc_maxpool_planes(&j, 0, NC);
+}
+
 /* Average over the window; with count_include_pad the divisor counts padding but not what a
    ceil_mode window hangs past it (PHE, PWE: the padding at the far ends). */
-void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
-                           long KH, long KW, long SH, long SW, long PH, long PW, long PHE,
-                           long PWE, int count_pad) {
-    for (long p = 0; p < NC; p++) {
-        const float *xc = x + p * H * W;
-        float *yc = y + p * OH * OW;
+static void byoc_avgpool_planes(void *ctx, long p0, long p1) {
+    const byoc_pool_job *j = (const byoc_pool_job *)ctx;
+    const long H = j->H, W = j->W, OH = j->OH, OW = j->OW, KH = j->KH, KW = j->KW;
+    const long SH = j->SH, SW = j->SW, PH = j->PH, PW = j->PW, PHE = j->PHE, PWE = j->PWE;
+    for (long p = p0; p < p1; p++) {
+        const float *xc = j->x + p * H * W;
+        float *yc = j->y + p * OH * OW;
         for (long oh = 0; oh < OH; oh++) {
             long h0 = oh * SH - PH, h1 = h0 + KH < H + PHE ? h0 + KH : H + PHE;
             long hs = h0 > 0 ? h0 : 0, he = h1 < H ? h1 : H;
@@ -461,11 +617,19 @@ void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
                 float s = 0.0f;
                 for (long ih = hs; ih < he; ih++)
                     for (long iw = ws; iw < we; iw++) s += xc[ih * W + iw];
-                long count = count_pad ? (h1 - h0) * (w1 - w0) : (he - hs) * (we - ws);
+                long count = j->count_pad ? (h1 - h0) * (w1 - w0) : (he - hs) * (we - ws);
                 yc[oh * OW + ow] = count > 0 ? s / (float)count : 0.0f;
             }
         }
     }
+}
+
+void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
+                           long KH, long KW, long SH, long SW, long PH, long PW, long PHE,
+                           long PWE, int count_pad) {
+    byoc_pool_job j = {x, y, H, W, OH, OW, KH, KW, SH, SW, PH, PW, 1, 1, PHE, PWE, count_pad};
+    if (NC * OH * OW * KH * KW >= BYOC_PAR_WORK) byoc_parallel(NC, byoc_avgpool_planes, &j);
+    else byoc_avgpool_planes(&j, 0, NC);
 }
 """
 
@@ -538,7 +702,8 @@ void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
 """
 
 # Compiled once into an object file that every region links: the big helpers.
-LIBRARY = "\n".join(part.strip("\n") for part in (_PRELUDE, _VEC, _DECLS, _GEMM, _CONV, _POOL))
+LIBRARY = "\n".join(part.strip("\n") for part in (_PRELUDE, _RT, _VEC, _DECLS, _GEMM, _CONV,
+                                                     _POOL))
 LINKED = frozenset({"gemm", "conv", "pool"})  # what ctx.need() names that the library holds
 _INLINE = {"math": _MATH, "reduce": _REDUCE}  # pasted into the region (they inline into loops)
 
@@ -546,7 +711,7 @@ _INLINE = {"math": _MATH, "reduce": _REDUCE}  # pasted into the region (they inl
 def render(needed: set[str]) -> str:
     """The top of a region's source: headers, declarations of the library if it is called,
     and the inline helpers in ``needed``."""
-    parts = [_PRELUDE, _VEC]
+    parts = [_PRELUDE, _RT, _RT_DEF, _VEC]
     if needed & LINKED:
         parts.append(_DECLS)
     parts += [_INLINE[name] for name in sorted(needed - LINKED)]

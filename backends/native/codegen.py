@@ -22,7 +22,7 @@ from byoc.backends.ccompiler.emitter import Emit, Tensor, Unsupported
 from byoc.backends.ccompiler.loops import (broadcast_strides, coalesce, contiguous_strides,
                                           loop_nest)
 from byoc.backends.ccompiler.ops import EMITTERS, VIEW_OPS
-from byoc.backends.ccompiler.ops.elementwise import expression
+from byoc.backends.ccompiler.ops.elementwise import cost, expression
 from byoc.backends.ccompiler.ops.reduce import Prologue, emit_reduce
 from byoc.backends.ccompiler.shapes import Key, concrete_types, key_of
 from byoc.backends.ccompiler.support import is_static_input
@@ -109,7 +109,9 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     node_list(src, func, [e for e in post_order(func.body) if isinstance(e, Call)])
     src.lines(runtime_c.render(ctx.needed | {"math"}))
     src.line("#define BYOC_NOINLINE __attribute__((noinline))")
+    src.lines(ctx.protos.text())  # the kernels' parallel tasks, written after the kernels
     src.lines(ctx.src.text())
+    src.lines(ctx.tasks.text())
     signature = ", ".join([*region.params, "const void *const *consts", "char *ws"])
     with src.block(f"void {SYMBOL}({signature})"):
         src.lines(body.text())
@@ -239,9 +241,9 @@ def _emit_kernel(ctx: Emit, index: int, kern: Kernel, region: _Region, plan: Mem
     tile = _emit_tile_epilogue(ctx.src, fn, kern, tensors, outs, types) \
         if kern.kind == "epilogue" else None
     ctx.src.line(label)
-    with ctx.src.block(f"static BYOC_NOINLINE void {fn}({', '.join(params)}, "
-                       "const void *const *consts, char *ws)"):
-        ctx.begin_op()
+    params += ["const void *const *consts", "char *ws"]
+    with ctx.src.block(f"static BYOC_NOINLINE void {fn}({', '.join(params)})"):
+        ctx.begin_op(fn, params)
         if kern.kind == "op":
             _emit_op(ctx, kern.nodes[0], tensors, outs)
         else:
@@ -292,8 +294,8 @@ def _emit_fused(ctx: Emit, kern: Kernel, tensors: dict[Key, Tensor], outs: list[
         epilogue = {}
         if tile is not None:
             fn, pointers = tile
-            ctx.src.line(f"const void *const epi_args[] = {{{', '.join(pointers)}}};")
-            ctx.src.line(f"const byoc_epi epi = {{{fn}, epi_args}};")
+            ctx.declare(f"const void *const epi_args[] = {{{', '.join(pointers)}}};")
+            ctx.declare(f"const byoc_epi epi = {{{fn}, epi_args}};")
             epilogue = {"epilogue": "&epi"}
         if _emit_op(ctx, master, tensors, [root], **epilogue) and tile is not None:
             return
@@ -303,7 +305,8 @@ def _emit_fused(ctx: Emit, kern: Kernel, tensors: dict[Key, Tensor], outs: list[
     views = [(0, o.strides) for o in outs]
     views += [(0, broadcast_strides(tensors[k].shape, root.shape)) for k in loaded]
     src = ctx.src
-    with loop_nest(src, root.shape, views) as index:
+    work = sum(map(cost, nodes))
+    with loop_nest(src, root.shape, views, par=ctx, cost=work) as index:
         value = {k: f"x{j}" for j, k in enumerate(loaded)}
         for j, k in enumerate(loaded):
             src.line(f"const {tensors[k].ctype} x{j} = {tensors[k].ptr}[{index[len(outs) + j]}];")

@@ -131,6 +131,16 @@ class CSource:
             self._depth -= 1
             self.line("}")
 
+    def mark(self) -> int:
+        """Where the next line goes, for ``cut``."""
+        return len(self._lines)
+
+    def cut(self, mark: int) -> list[str]:
+        """Take back the lines written since ``mark``, without the indentation they had."""
+        lines, self._lines = self._lines[mark:], self._lines[:mark]
+        pad = self._indent * self._depth
+        return [ln[len(pad):] if ln.startswith(pad) else ln for ln in lines]
+
     def text(self) -> str:
         return "\n".join(self._lines) + "\n"
 

@@ -18,7 +18,7 @@ def emit_depthwise(ctx: Emit, x: Tensor, w: Tensor, bias: Tensor | None, out: Te
     n, c, h, wd, m, oh, ow, kh, kw = dims[:9]
     geometry = [h, wd, oh, ow, *dims[7:]]
     src = ctx.src
-    with src.block(f"for (long nc = 0; nc < {n * m}; nc++)"):
+    with ctx.parallel("nc", n * m, n * m * oh * ow * kh * kw):
         src.line(f"const long co = nc % {m};")
         channel = f"({x.ptr} + (nc / {m} * {c} + co / {m // c}) * {h * wd})"
         emit_plane(ctx, channel, geometry, "0.0f")

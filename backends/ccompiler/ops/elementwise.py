@@ -206,7 +206,7 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
     loaded = [t for _, t in operands if t.scalar() is None]
     views = [(0, out.strides)] + [(0, broadcast_strides(t.shape, out.shape)) for t in loaded]
     expr_of = expression(call, ins, out)
-    with loop_nest(src, out.shape, views) as index:
+    with loop_nest(src, out.shape, views, par=ctx, cost=cost(call)) as index:
         names: dict[int, str] = {}
         n = 0
         for k, t in operands:
@@ -219,6 +219,11 @@ def emit_elementwise(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
             src.line(f"const {t.ctype} x{k} = {t.ptr}[{index[n]}];")
         xs = [names.get(k, "") for k in range(len(ins))]
         src.line(f"{out.ptr}[{index[0]}] = {expr_of(xs)};")
+
+
+def cost(call: Call) -> int:
+    """About how many multiply-adds one element of ``call`` costs (for ``Emit.parallel``)."""
+    return 16 if call.op in _NEEDS_MATH or call.op in ("Pow", "Log", "Sin", "Cos", "Tan") else 1
 
 
 def per_axis_views(call: Call, ins: list[Tensor | None], out: Tensor) -> list[Tensor | None]:

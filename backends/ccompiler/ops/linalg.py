@@ -41,11 +41,12 @@ def emit_matmul(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
         src.line(f"byoc_gemm_mat({rows}, {n}, {k}, 1.0f, (byoc_mat){{{a.ptr}, {k}, 1}}, "
                  f"(byoc_mat){{{b.ptr}, {n}, 1}}, {out.ptr}, {n}, 0, {ws}, {epilogue});")
         return True
-    ws = _scratch(ctx, m, n, k)
     views = [(0, [s * m * k for s in broadcast_strides(a_batch, batch)]),
              (0, [s * k * n for s in broadcast_strides(b_batch, batch)]),
              (0, [s * m * n for s in contiguous_strides(batch)])]
-    with loop_nest(src, batch, views, var="b") as (ia, ib, io):
+    # each product of the batch a task (its GEMM then on that thread alone)
+    with loop_nest(src, batch, views, var="b", par=ctx, cost=m * n * k) as (ia, ib, io):
+        ws = _scratch(ctx, m, n, k)  # inside: a task's own scratch
         src.line(f"byoc_gemm_mat({m}, {n}, {k}, 1.0f, (byoc_mat){{{a.ptr} + {ia}, {k}, 1}}, "
                  f"(byoc_mat){{{b.ptr} + {ib}, {n}, 1}}, {out.ptr} + {io}, {n}, 0, {ws}, "
                  f"{epilogue});")

@@ -29,7 +29,7 @@ def emit_transpose(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[T
     perm = call.attrs.get("perm") or list(reversed(range(x.rank)))
     strides = x.strides
     emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
-              (0, [strides[p] for p in perm]))
+              (0, [strides[p] for p in perm]), par=ctx)
 
 
 def emit_concat(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
@@ -41,7 +41,7 @@ def emit_concat(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
             at += 0 if x is None else x.shape[axis]
             continue
         emit_copy(ctx.src, x.shape, out.ptr, (at * out.strides[axis], out.strides), x.ptr,
-                  (0, x.strides))
+                  (0, x.strides), par=ctx)
         at += x.shape[axis]
 
 
@@ -53,7 +53,7 @@ def emit_split(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tenso
     for out in outs:
         if out.size:
             emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
-                      (at * x.strides[axis], x.strides))
+                      (at * x.strides[axis], x.strides), par=ctx)
         at += out.shape[axis]
 
 
@@ -99,7 +99,7 @@ def emit_slice(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tenso
     offset = sum(f * s for f, s in zip(first, x.strides))
     if out.size:
         emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
-                  (offset, [s * k for s, k in zip(x.strides, step)]))
+                  (offset, [s * k for s, k in zip(x.strides, step)]), par=ctx)
 
 
 def emit_gather(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
@@ -127,7 +127,7 @@ def emit_expand(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
     assert x is not None
     if out.size:
         emit_copy(ctx.src, out.shape, out.ptr, (0, out.strides), x.ptr,
-                  (0, broadcast_strides(x.shape, out.shape)))
+                  (0, broadcast_strides(x.shape, out.shape)), par=ctx)
 
 
 def emit_shape(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:

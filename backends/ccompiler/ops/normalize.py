@@ -19,7 +19,7 @@ def emit_batch_norm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[
     inner = x.size // (n * c) if n * c else 0
     eps = float_literal(call.attrs.get("epsilon", 1e-5))
     src = ctx.src
-    with src.block(f"for (long c = 0; c < {c}; c++)"):
+    with ctx.parallel("c", c, x.size):
         # onnxruntime's roundings: 1 / sqrt first, then times scale (kernels/nn.py)
         src.line(f"const float a = (1.0f / sqrtf({var.ptr}[c] + {eps})) * {scale.ptr}[c];")
         src.line(f"const float b = {bias.ptr}[c] - {mean.ptr}[c] * a;")
@@ -62,7 +62,7 @@ def emit_layer_norm(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[
     src = ctx.src
     scale = _row_operand(ctx, ins[1] if len(ins) > 1 else None, row_shape, "1.0f")
     bias = _row_operand(ctx, ins[2] if len(ins) > 2 else None, row_shape, "0.0f")
-    with src.block(f"for (long o = 0; o < {outer}; o++)"):
+    with ctx.parallel("o", outer, 4 * x.size):
         src.line(f"const float *restrict xr = {x.ptr} + o * {inner};")
         src.line(f"float *restrict yr = {out.ptr} + o * {inner};")
         src.line(f"const float mean = byoc_sum(xr, {inner}) / {float_literal(inner)};")
@@ -85,7 +85,7 @@ def emit_softmax(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Ten
     ctx.need("reduce")
     src = ctx.src
     if inner == 1:
-        with src.block(f"for (long o = 0; o < {outer}; o++)"):
+        with ctx.parallel("o", outer, 20 * x.size):
             src.line(f"const float *restrict xr = {x.ptr} + o * {dim};")
             src.line(f"float *restrict yr = {out.ptr} + o * {dim};")
             src.line(f"const float m = byoc_max(xr, {dim});")
@@ -99,8 +99,8 @@ def emit_softmax(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Ten
                 src.line(f"for (long i = 0; i < {dim}; i++) yr[i] *= inv;")
         return
     # The axis is not the last: keep a running max and sum per inner position, vectorized.
-    mx, sm = ctx.scratch(4 * inner), ctx.scratch(4 * inner)
-    with src.block(f"for (long o = 0; o < {outer}; o++)"):
+    with ctx.parallel("o", outer, 20 * x.size):
+        mx, sm = ctx.scratch(4 * inner), ctx.scratch(4 * inner)  # the thread's own in a task
         src.line(f"const float *restrict xb = {x.ptr} + o * {dim * inner};")
         src.line(f"float *restrict yb = {out.ptr} + o * {dim * inner};")
         src.line(f"for (long j = 0; j < {inner}; j++) {{ {mx}[j] = -INFINITY; {sm}[j] = 0.0f; }}")
@@ -135,18 +135,18 @@ def emit_lrn(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]
     inner = x.size // (n * c) if n * c else 0
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     src = ctx.src
-    with src.block(f"for (long n = 0; n < {n}; n++)"):
-        with src.block(f"for (long c = 0; c < {c}; c++)"):
-            src.line(f"const long c0 = c - {lo} < 0 ? 0 : c - {lo};")
-            src.line(f"const long c1 = c + {hi} >= {c} ? {c - 1} : c + {hi};")
-            src.line(f"const float *restrict xc = {x.ptr} + (n * {c} + c) * {inner};")
-            src.line(f"float *restrict yc = {out.ptr} + (n * {c} + c) * {inner};")
-            src.line(f"for (long i = 0; i < {inner}; i++) yc[i] = 0.0f;")
-            with src.block("for (long k = c0; k <= c1; k++)"):
-                src.line(f"const float *restrict xk = {x.ptr} + (n * {c} + k) * {inner};")
-                src.line(f"for (long i = 0; i < {inner}; i++) yc[i] += xk[i] * xk[i];")
-            src.line(f"for (long i = 0; i < {inner}; i++) "
-                     f"yc[i] = xc[i] / powf({bias} + {float_literal(alpha)} * yc[i], {beta});")
+    with ctx.parallel("nc", n * c, size * x.size):
+        src.line(f"const long n = nc / {c}, c = nc % {c};")
+        src.line(f"const long c0 = c - {lo} < 0 ? 0 : c - {lo};")
+        src.line(f"const long c1 = c + {hi} >= {c} ? {c - 1} : c + {hi};")
+        src.line(f"const float *restrict xc = {x.ptr} + (n * {c} + c) * {inner};")
+        src.line(f"float *restrict yc = {out.ptr} + (n * {c} + c) * {inner};")
+        src.line(f"for (long i = 0; i < {inner}; i++) yc[i] = 0.0f;")
+        with src.block("for (long k = c0; k <= c1; k++)"):
+            src.line(f"const float *restrict xk = {x.ptr} + (n * {c} + k) * {inner};")
+            src.line(f"for (long i = 0; i < {inner}; i++) yc[i] += xk[i] * xk[i];")
+        src.line(f"for (long i = 0; i < {inner}; i++) "
+                 f"yc[i] = xc[i] / powf({bias} + {float_literal(alpha)} * yc[i], {beta});")
 
 
 EMITTERS = {"BatchNormalization": emit_batch_norm, "LayerNormalization": emit_layer_norm,

@@ -33,7 +33,7 @@ def emit_max_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Te
         return
     geometry = [*dims[1:], dh, dw]
     ctx.need("math")
-    with ctx.src.block(f"for (long nc = 0; nc < {planes}; nc++)"):
+    with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
         emit_plane(ctx, f"({x.ptr} + nc * {h * w})", geometry, "-INFINITY")
         emit_window_rows(ctx, geometry, f"{out.ptr} + nc * {oh * ow} + oh * {ow}", _max)
 
@@ -63,7 +63,7 @@ def emit_global_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list
     n = x.size // planes if planes else 0
     src = ctx.src
     is_max = call.op == "GlobalMaxPool"
-    with src.block(f"for (long p = 0; p < {planes}; p++)"):
+    with ctx.parallel("p", planes, planes * n):
         src.line(f"const float *restrict xp = {x.ptr} + p * {n};")
         if is_max:
             src.line("float acc = -INFINITY;")

@@ -100,7 +100,10 @@ def emit_reduce(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
         loops = dims[:-1] if tail_reduced else dims
         with contextlib.ExitStack() as nest:
             for k, d in enumerate(loops):
-                nest.enter_context(src.block(f"for (long i{k} = 0; i{k} < {d}; i{k}++)"))
+                if k == 0 and o_st[0]:  # a kept dim outermost: each i0 has outputs of its own
+                    nest.enter_context(ctx.parallel("i0", d, x.size * (len(reads) + 1)))
+                else:
+                    nest.enter_context(src.block(f"for (long i{k} = 0; i{k} < {d}; i{k}++)"))
             at = [index(0, st[:len(loops)], "i") for st in r_st]
             oi = index(0, o_st[:len(loops)], "i")
             if tail_reduced:
