@@ -1,8 +1,11 @@
-"""Profiles: time per node and per region, by ONNX node name, copies per boundary, hot spots.
+"""Profiles: time per node and per region, by ONNX node name, copies per boundary, hot spots,
+and inside native and ccompiler regions the time of each fused kernel, by the ONNX nodes it
+holds (those regions run a build that reads the clock after each kernel while profiling).
 
     report = profile(exe, inputs, repeat=5)   # medians over repeated debug runs
     print(format_profile(report))             # the table; report is JSON-ready
-    write_chrome_trace(report, "trace.json")  # chrome://tracing or ui.perfetto.dev
+    write_chrome_trace(report, "trace.json")  # chrome://tracing or ui.perfetto.dev: kernels
+                                              # nested in their region
 """
 
 from __future__ import annotations
@@ -33,12 +36,45 @@ def _where(exe: Executable) -> dict[str, str]:
     return out
 
 
+def _timed_regions(exe: Executable) -> dict[str, object]:
+    """Region name -> its compiled region, for those that time their kernels (native,
+    ccompiler: a ``kernel_log``)."""
+    from .runtime.fallback import HostOnFailure
+
+    out = {}
+    for name, fn in exe.external.items():
+        region = fn.run if isinstance(fn, HostOnFailure) else fn
+        if isinstance(getattr(region, "kernel_log", None), list):
+            out[name] = region
+    return out
+
+
+def _region_spans(exe: Executable) -> dict[str, str]:
+    """Span of each call of a region in main -> the region's name."""
+    return {e.span.name: e.op.name for e in post_order(exe.mod.main.body)
+            if isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.span is not None}
+
+
 def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) -> dict:
     """Run ``repeat`` timed debug runs (after one warm-up) and summarize them."""
-    exe.run(inputs)
-    exe.copy_stats.copies.clear()
-    exe.copy_stats.bytes.clear()
-    runs = [exe.run(inputs, capture=[]) for _ in range(max(1, repeat))]
+    regions = _timed_regions(exe)
+    for region in regions.values():
+        region.profiling = True
+    try:
+        exe.run(inputs)  # builds the regions' timed variants
+        exe.copy_stats.copies.clear()
+        exe.copy_stats.bytes.clear()
+        for region in regions.values():
+            region.kernel_log.clear()
+        runs, logs = [], []
+        for _ in range(max(1, repeat)):
+            runs.append(exe.run(inputs, capture=[]))
+            logs.append({name: list(r.kernel_log) for name, r in regions.items()})
+            for region in regions.values():
+                region.kernel_log.clear()
+    finally:
+        for region in regions.values():
+            region.profiling = False
     where = _where(exe)
     ops = {name: op for name, op, _, _ in runs[0].events}
     nodes = []
@@ -65,9 +101,50 @@ def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) 
     trace = [{"name": name, "cat": where.get(name, "host"), "ph": "X", "pid": 0, "tid": 0,
               "ts": (start - t0) * 1e6, "dur": seconds * 1e6, "args": {"op": op}}
              for name, op, start, seconds in first.events]
+    kernels = _kernels(exe, logs, total)
+    trace += _kernel_trace(exe, first.events, logs[0], t0)
     return {"total_s": total, "repeat": len(runs), "nodes": nodes, "where": by_where,
-            "copies": copies,
-            "hot_spots": sorted(nodes, key=lambda n: -n["time_s"])[:10], "trace": trace}
+            "copies": copies, "hot_spots": sorted(nodes, key=lambda n: -n["time_s"])[:10],
+            "kernels": kernels, "trace": trace}
+
+
+def _kernels(exe: Executable, logs: list[dict[str, list]], total: float) -> list[dict]:
+    """Each timed region's kernels: the median over runs of its time in a run (all calls)."""
+    out = []
+    for name in logs[0] if logs else ():
+        calls = [log[name] for log in logs]
+        if not calls[0]:
+            continue
+        labels = calls[0][0].kernels
+        per_run = [np.sum([c.seconds for c in run if c.kernels == labels], axis=0)
+                   if run else np.zeros(len(labels)) for run in calls]
+        median = np.median(np.stack(per_run), axis=0)
+        backend = exe.mod[name].attrs.get("Compiler", "") if name in exe.mod.functions else ""
+        for (label, onnx_nodes), t in zip(labels, median):
+            out.append({"region": name, "backend": backend, "kernel": label,
+                        "nodes": list(onnx_nodes), "time_s": float(t),
+                        "share": float(t) / total})
+    return sorted(out, key=lambda k: -k["time_s"])
+
+
+def _kernel_trace(exe: Executable, events: list, log: dict[str, list], t0: float) -> list[dict]:
+    """The first run's kernels as trace events inside their region's event (same thread,
+    within its time span: viewers nest them)."""
+    spans = _region_spans(exe)
+    pending = {name: list(calls) for name, calls in log.items()}
+    out = []
+    for span, _, _, _ in events:
+        calls = pending.get(spans.get(span, ""))
+        if not calls:
+            continue
+        call = calls.pop(0)
+        start = call.start
+        for (label, onnx_nodes), seconds in zip(call.kernels, call.seconds):
+            out.append({"name": label, "cat": "kernel", "ph": "X", "pid": 0, "tid": 0,
+                        "ts": (start - t0) * 1e6, "dur": float(seconds) * 1e6,
+                        "args": {"region": spans[span], "nodes": list(onnx_nodes)}})
+            start += float(seconds)
+    return out
 
 
 def format_profile(report: dict) -> str:
@@ -83,6 +160,16 @@ def format_profile(report: dict) -> str:
         name = name if len(name) <= 38 else name[:35] + "..."
         op = op if len(op) <= 20 else op[:17] + "..."
         lines.append(f"{name!s:<40}{op:<22}{n['where']:<14}{n['time_s'] * 1e3:>10.3f}{n['share']:>8.1%}")
+    if report.get("kernels"):
+        lines += ["", "kernels inside native/ccompiler regions",
+                  f"{'kernel':<34}{'ONNX nodes':<40}{'ms':>10}{'share':>8}"]
+        for k in report["kernels"][:15]:
+            label = show(k["kernel"])
+            label = label if len(label) <= 32 else label[:29] + "..."
+            held = ", ".join(show(n) for n in k["nodes"][:3]) + (" ..." if len(k["nodes"]) > 3
+                                                                  else "")
+            held = held if len(held) <= 38 else held[:35] + "..."
+            lines.append(f"{label:<34}{held:<40}{k['time_s'] * 1e3:>10.3f}{k['share']:>8.1%}")
     if report["copies"]:
         lines += ["", "copies per run"]
         for c in report["copies"]:

@@ -44,6 +44,10 @@ class Generated:
     out_types: tuple[TensorType, ...]
     workspace: int  # bytes
     library: bool  # whether it calls runtime_c.LIBRARY (linked in)
+    # Built for --profile: each kernel's label and ONNX nodes, and the byte offset in the
+    # workspace of the clock read before the first kernel and after each (-1: not profiled).
+    kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    stamps: int = -1
 
 
 def region_name(func: Function) -> str:
@@ -70,8 +74,38 @@ def emit_c(func: Function, arg_types: Sequence[TensorType] | None = None) -> str
     return generate(fold_constants(func), arg_types).source
 
 
-def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> Generated:
-    """Specialize ``func`` to ``arg_types`` and write its C."""
+class Stamps:
+    """``--profile``: the clock read (``byoc_rt->now()``) before a region's first kernel and
+    after each, into slots at the end of its workspace; the runtime reads them after the call.
+    Code built without profiling has none of it."""
+
+    def __init__(self, on: bool):
+        self.on = on
+        self.kernels: list[tuple[str, tuple[str, ...]]] = []
+
+    def after(self, body: CSource, label: str, nodes: Sequence[str]) -> None:
+        """A kernel's call was just written into ``body``."""
+        if self.on:
+            self.kernels.append((label, tuple(nodes)))
+            body.line(f"byoc_stamps[{len(self.kernels)}] = byoc_rt->now();")
+
+    def place(self, workspace: int) -> tuple[int, int]:
+        """(the workspace's size with the slots, their byte offset or -1)."""
+        if not self.on:
+            return workspace, -1
+        offset = (workspace + 63) // 64 * 64
+        return offset + 8 * (len(self.kernels) + 1), offset
+
+    def begin(self, src: CSource, offset: int) -> None:
+        """At the top of the entry function."""
+        if self.on:
+            src.line(f"long long *const byoc_stamps = (long long *)(ws + {offset});")
+            src.line("byoc_stamps[0] = byoc_rt->now();")
+
+
+def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
+             profile: bool = False) -> Generated:
+    """Specialize ``func`` to ``arg_types`` and write its C (``profile``: with ``Stamps``)."""
     if arg_types is None:
         arg_types = static_arg_types(func)
     types = concrete_types(func, arg_types)
@@ -81,12 +115,14 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     body = CSource()
     ctx = Emit(CSource(), scratch_base=plan.arena_bytes, const_base=len(plan.constants))
     ops = [e for e in order if isinstance(e, Call)]
+    stamps = Stamps(profile)
     for index, call in enumerate(ops):
         _emit_op(ctx, index, call, plan, types, names, body)
+        stamps.after(body, call.op_name, [call.span.name] if call.span is not None else [])
     for slot, k in plan.copies:
         body.line(f"memcpy({names[id(plan.outputs[slot])]}, {names[id(plan.storage[k])]}, "
                   f"{plan.outputs[slot].nbytes});")
-    workspace = max(64, plan.arena_bytes + ctx.scratch_bytes)
+    workspace, at = stamps.place(max(64, plan.arena_bytes + ctx.scratch_bytes))
     signature = _signature(plan, names)
     src = CSource()
     _header(src, func, ops, plan, names, arg_types, types)
@@ -98,6 +134,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     src.lines(ctx.tasks.text())
     src.line()
     with src.block(f"void {SYMBOL}({signature})"):
+        stamps.begin(src, at)
         for s, _ in plan.constants:
             ct = c_type(s.dtype)
             src.line(f"const {ct} *const {names[id(s)]} = (const {ct} *)consts[{s.index}];")
@@ -109,7 +146,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     cdef = f"void {SYMBOL}({_signature(plan, names, restrict=False)});"
     constants = (*(c.value for _, c in plan.constants), *ctx.extra_constants)
     return Generated(region_name(func), src.text(), cdef, tuple(constants), outs, workspace,
-                     runtime_c.links_library(ctx.needed))
+                     runtime_c.links_library(ctx.needed), tuple(stamps.kernels), at)
 
 
 def _is_view(call: Call) -> bool:

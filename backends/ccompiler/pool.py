@@ -30,6 +30,7 @@ typedef struct {
     int (*threads)(void);
     void (*parallel)(long n, byoc_task_fn fn, void *ctx);
     void *(*scratch)(int slot, long bytes);
+    long long (*now)(void);  /* CLOCK_MONOTONIC in ns (Python's perf_counter), for --profile */
 } byoc_rt_api;
 """
 
@@ -280,7 +281,13 @@ __attribute__((constructor)) static void pool_init(void) {
 int byoc_pool_workers(void) { return n_workers; }
 #endif
 
-static const byoc_rt_api byoc_pool = {pool_threads, pool_parallel, pool_scratch};
+static long long pool_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static const byoc_rt_api byoc_pool = {pool_threads, pool_parallel, pool_scratch, pool_now};
 const void *byoc_pool_api(void) { return &byoc_pool; }
 
 /* For tests and benchmarks: ``reps`` calls of an empty task over n, seconds per call. */

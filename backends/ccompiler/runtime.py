@@ -20,6 +20,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
@@ -99,6 +100,16 @@ class _Recycler:
         self._kept_bytes = 0
 
 
+@dataclass(frozen=True)
+class KernelTimes:
+    """One profiled call of a region: its kernels (label, ONNX nodes), when the first started
+    (seconds on ``time.perf_counter``'s clock) and how long each took."""
+
+    kernels: tuple[tuple[str, tuple[str, ...]], ...]
+    start: float
+    seconds: np.ndarray
+
+
 class Specialization:
     """One build of a region for one signature: the C function and its constant pointers.
 
@@ -109,6 +120,7 @@ class Specialization:
     def __init__(self, generated: Generated, module: ModuleType, sig: Signature, threads: int):
         self.generated = generated
         self.threads = threads
+        self.on_stamps: Callable[[Generated, np.ndarray], None] | None = None
         pool.attach(module)
         self._use_threads = pool.module().lib.byoc_pool_set_threads
         self._fn = getattr(module.lib, SYMBOL)
@@ -148,6 +160,9 @@ class Specialization:
             self._use_threads(self.threads)  # the pool's count for this thread's call
             self._fn(*[ptr(d, a) for d, a in zip(self._in_decls, arrays)],
                      *[ptr(d, o) for (_, _, d), o in zip(self._outs, outs)], self._consts, ws[1])
+            if self.on_stamps is not None:  # built for --profile: the kernels' clock reads
+                g = self.generated
+                self.on_stamps(g, np.frombuffer(ws[0], np.int64, len(g.kernels) + 1, g.stamps))
         finally:
             with self._lock:
                 self._spare.append(ws)
@@ -165,6 +180,9 @@ class CompiledRegion:
     subclasses and sets it, keeping the specialization, the cache and the calling convention.
     ``value_params`` names the parameters whose values, not only shapes, key a specialization
     (native's shape values), and ``specialize`` rewrites the function for one such key.
+
+    With ``profiling`` on (``byoc.profile`` sets it), calls run a build with each kernel timed
+    (``Stamps``) and append ``KernelTimes`` to ``kernel_log``; off, the plain build runs.
     """
 
     generate: Callable[[Function, Sequence[TensorType]], Generated] = staticmethod(generate)
@@ -177,6 +195,8 @@ class CompiledRegion:
         self.func = self._folded(func)
         self.name = region_name(func)
         self.threads = build_threads() if threads is None else threads
+        self.profiling = False
+        self.kernel_log: list[KernelTimes] = []
         self._variants: dict[object, Callable[[Sequence[np.ndarray]], tuple]] = {}
         self._lock = threading.Lock()
         self._by_value = self.value_params(self.func)
@@ -216,6 +236,8 @@ class CompiledRegion:
         the host's fallback."""
         sig = tuple((a.shape, a.dtype) for a in arrays)
         key = (sig, *(arrays[k].tobytes() for k in self._by_value)) if self._by_value else sig
+        if self.profiling:
+            key = ("profile", key)
         return self._variants.get(key) or self._specialize(sig, key, arrays)
 
     @property
@@ -237,7 +259,8 @@ class CompiledRegion:
             try:
                 self._check_dtypes(types)
                 values = {k: np.array(arrays[k]) for k in self._by_value}
-                generated = self.generate(self.specialize(self.func, types, values), types)
+                generated = self.generate(self.specialize(self.func, types, values), types,
+                                          profile=self.profiling)
             except Unsupported as exc:
                 variant = self._host(sig, exc)
             else:
@@ -247,8 +270,14 @@ class CompiledRegion:
                                            f"{generated.cdef}\n{runtime_c.ATTACH_CDEF}",
                                            region=self.name, objects=objects)
                 variant = Specialization(generated, module, sig, self.threads)
+                if generated.stamps >= 0:
+                    variant.on_stamps = self._log
             self._variants[key] = variant
             return variant
+
+    def _log(self, generated: Generated, stamps: np.ndarray) -> None:
+        self.kernel_log.append(KernelTimes(generated.kernels, stamps[0] * 1e-9,
+                                           np.diff(stamps) * 1e-9))
 
     def _check_dtypes(self, types: list[TensorType]) -> None:
         """The support checks saw the declared dtypes; arrays of others are not what they took."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from byoc.backends.ccompiler import runtime_c
-from byoc.backends.ccompiler.codegen import (SYMBOL, Generated, node_list, region_name,
+from byoc.backends.ccompiler.codegen import (SYMBOL, Generated, Stamps, node_list, region_name,
                                               static_arg_types)
 from byoc.backends.ccompiler.emitter import Emit, Tensor, Unsupported
 from byoc.backends.ccompiler.loops import (broadcast_strides, coalesce, contiguous_strides,
@@ -73,8 +73,10 @@ class _Region:
         return self.ptr[key]
 
 
-def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> Generated:
-    """Specialize ``func`` (constants and BatchNormalization already folded) to ``arg_types``."""
+def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
+             profile: bool = False) -> Generated:
+    """Specialize ``func`` (constants and BatchNormalization already folded) to ``arg_types``
+    (``profile``: each kernel timed, see ccompiler's ``Stamps``)."""
     if arg_types is None:
         arg_types = static_arg_types(func)
     types = concrete_types(func, arg_types)
@@ -96,12 +98,15 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
             region.constant(k[0])  # type: ignore[arg-type]  # a key holds its node
     ctx = Emit(CSource(), scratch_base=plan.arena_bytes, const_base=len(region.constants))
     body = CSource()
+    stamps = Stamps(profile)
     for index, kernel in enumerate(kernels):
         if any(k in gathered for a in kernel.inputs for k in [key_of(a)]) and \
                 kernel.nodes[0].op == "Concat":
             body.line(comment(f"{kernel.nodes[0].op_name}: its inputs were written in place"))
             continue
         _emit_kernel(ctx, index, kernel, region, plan, body)
+        stamps.after(body, "+".join(n.op_name for n in kernel.nodes),
+                     [n.span.name for n in kernel.nodes if n.span is not None])
     for name, k in region.copies:
         body.line(f"memcpy({name}, {region.ptr[k]}, {_nbytes(types[k])});")
     src = CSource()
@@ -113,13 +118,14 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None) -> G
     src.lines(ctx.src.text())
     src.lines(ctx.tasks.text())
     signature = ", ".join([*region.params, "const void *const *consts", "char *ws"])
+    workspace, at = stamps.place(max(64, plan.arena_bytes + ctx.scratch_bytes))
     with src.block(f"void {SYMBOL}({signature})"):
+        stamps.begin(src, at)
         src.lines(body.text())
     outs = func.body.fields if isinstance(func.body, Tuple) else (func.body,)
     return Generated(region_name(func), src.text(), f"void {SYMBOL}({signature});",
                      (*region.constants, *ctx.extra_constants), tuple(types[key_of(f)] for f in outs),
-                     max(64, plan.arena_bytes + ctx.scratch_bytes),
-                     runtime_c.links_library(ctx.needed))
+                     workspace, runtime_c.links_library(ctx.needed), tuple(stamps.kernels), at)
 
 
 def _read_outside(func: Function, groups: list[Group]) -> set[Key]:

@@ -37,3 +37,36 @@ def test_cli_profile_json_and_trace(tmp_path):
     assert [c["bytes"] for c in prof["copies"] if c["from"] == "cpu"] == [1 * 3 * 32 * 32 * 4]
     events = json.loads(trace.read_text())["traceEvents"]
     assert events and all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+
+
+def test_native_and_ccompiler_regions_time_each_kernel_by_its_onnx_nodes(tmp_path):
+    from byoc.backends.ccompiler.runtime import CompiledRegion
+    from byoc.profile import write_chrome_trace
+
+    mod = byoc.load_onnx(default_model_path())
+    x = {"image": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    for backend, kernels in (("native", 14), ("ccompiler", 33)):  # 33 ONNX nodes
+        exe = byoc.build(byoc.partition(mod, backends=[backend]))
+        report = profile(exe, x, repeat=2)
+        ks = report["kernels"]
+        assert len(ks) == kernels and all(k["backend"] == backend for k in ks)
+        held = {n for k in ks for n in k["nodes"]}
+        assert {"stem/relu", "stage1/add", "head/fc"} <= held  # fused nodes named with their kernel
+        region = report["where"][backend]["time_s"]
+        assert 0 < sum(k["time_s"] for k in ks) <= region
+        assert "kernels inside native/ccompiler regions" in format_profile(report)
+        write_chrome_trace(report, str(tmp_path / f"{backend}.json"))
+        events = json.loads((tmp_path / f"{backend}.json").read_text())["traceEvents"]
+        (outer,) = [e for e in events if e["cat"] == backend]
+        inner = [e for e in events if e["cat"] == "kernel"]
+        assert len(inner) == kernels  # one run's, nested in time inside their region's event
+        assert all(outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]
+                   for e in inner)
+        # profiling done: the region runs its build without clock reads again
+        (region_fn,) = exe.external.values()
+        assert isinstance(region_fn, CompiledRegion) and not region_fn.profiling
+        exe.run(x)
+        assert not region_fn.kernel_log
+        assert any("byoc_stamps" in g.source for g in region_fn.specializations)
+        plain = [g for g in region_fn.specializations if "byoc_stamps" not in g.source]
+        assert plain and all(g.stamps == -1 for g in plain)
