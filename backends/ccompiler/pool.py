@@ -290,12 +290,20 @@ static long long pool_now(void) {
 static const byoc_rt_api byoc_pool = {pool_threads, pool_parallel, pool_scratch, pool_now};
 const void *byoc_pool_api(void) { return &byoc_pool; }
 
-/* For tests and benchmarks: ``reps`` calls of an empty task over n, seconds per call. */
-static void noop(void *ctx, long lo, long hi) { (void)ctx; (void)lo; (void)hi; }
-double byoc_pool_overhead(long reps, long n) {
+/* For benchmarks: ``reps`` calls over n units of ``work`` dependent multiply-adds each
+   (~4 cycles apiece); seconds per call. */
+static void busy(void *ctx, long lo, long hi) {
+    long work = *(const long *)ctx;
+    volatile float sink = 0.0f;
+    float v = 1.0f;
+    for (long i = lo * work; i < hi * work; i++) v = v * 0.999999f + 1e-7f;
+    sink = v;
+    (void)sink;
+}
+double byoc_pool_overhead(long reps, long n, long work) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    for (long r = 0; r < reps; r++) pool_parallel(n, noop, 0);
+    for (long r = 0; r < reps; r++) pool_parallel(n, busy, &work);
     clock_gettime(CLOCK_MONOTONIC, &b);
     return ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9) / (double)reps;
 }
@@ -305,7 +313,7 @@ CDEF = """
 void byoc_pool_set_threads(int n);
 const void *byoc_pool_api(void);
 int byoc_pool_workers(void);
-double byoc_pool_overhead(long reps, long n);
+double byoc_pool_overhead(long reps, long n, long work);
 """
 
 _lock = threading.Lock()

@@ -120,6 +120,7 @@ class Specialization:
     def __init__(self, generated: Generated, module: ModuleType, sig: Signature, threads: int):
         self.generated = generated
         self.threads = threads
+        self.module = module
         self.on_stamps: Callable[[Generated, np.ndarray], None] | None = None
         pool.attach(module)
         self._use_threads = pool.module().lib.byoc_pool_set_threads
@@ -259,8 +260,10 @@ class CompiledRegion:
             try:
                 self._check_dtypes(types)
                 values = {k: np.array(arrays[k]) for k in self._by_value}
-                generated = self.generate(self.specialize(self.func, types, values), types,
-                                          profile=self.profiling)
+                func = self.specialize(self.func, types, values)
+                # a generator of one's own may not time kernels: asked only when profiling
+                generated = (self.generate(func, types, profile=True) if self.profiling
+                             else self.generate(func, types))
             except Unsupported as exc:
                 variant = self._host(sig, exc)
             else:
