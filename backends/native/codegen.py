@@ -300,6 +300,7 @@ def _emit_fused(ctx: Emit, kern: Kernel, tensors: dict[Key, Tensor], outs: list[
         epilogue = {}
         if tile is not None:
             fn, pointers = tile
+            ctx.need("gemm")  # byoc_epi's declaration (a depthwise master alone lacked it)
             ctx.declare(f"const void *const epi_args[] = {{{', '.join(pointers)}}};")
             ctx.declare(f"const byoc_epi epi = {{{fn}, epi_args}};")
             epilogue = {"epilogue": "&epi"}

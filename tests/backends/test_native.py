@@ -249,3 +249,13 @@ def test_a_concat_of_concats():
     inner = op.Concat(op.Relu(x), op.Neg(x), axis=0)
     y = op.Concat(inner, op.Sigmoid(x), axis=0)
     _check(Function((x,), y), {"x": rng.standard_normal((4, 3)).astype(np.float32)})
+
+
+def test_a_depthwise_conv_with_its_activation_alone_in_a_region_compiles():
+    """Its fused activation runs as a second loop (no GEMM to take a tile epilogue), and the
+    region calls nothing of the library: the epilogue's declarations must come anyway."""
+    rng = np.random.default_rng(0)
+    x = op.var("x", (1, 8, 10, 10))
+    w = op.const(rng.standard_normal((8, 1, 3, 3)).astype(np.float32))
+    func = Function((x,), op.Relu(op.Conv(x, w, group=8, pads=[1, 1, 1, 1])))
+    _check(func, {"x": rng.standard_normal((1, 8, 10, 10)).astype(np.float32)})

@@ -109,3 +109,28 @@ def test_big_loops_go_to_the_pool_small_ones_stay_inline():
 
     assert "byoc_parallel(256, byoc_op0_t0" in c_of([64, 1024])  # blocks of 4096 / 16
     assert "byoc_op0_t0" not in c_of([4, 16])
+
+
+@pytest.mark.parametrize("pads", [[1, 1, 1, 1], [0, 0, 0, 0], [0, 1, 2, 0]])
+def test_winograd_3x3_convs_match_onnxruntime_at_any_thread_count(pads):
+    """Stride-1 3x3 convs with 32 channels or more go through Winograd F(2x2, 3x3): odd
+    sizes (partial tiles), asymmetric padding, a bias and a residual Add + Relu epilogue."""
+    rng = np.random.default_rng(2)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w", "b"], ["c"], pads=pads, name="conv"),
+             n("Conv", ["x", "w2"], ["r"], pads=pads, name="shortcut"),
+             n("Add", ["c", "r"], ["s"], name="add"), n("Relu", ["s"], ["y"], name="relu")]
+    model = make_model(nodes, [("x", FLOAT, [2, 32, 11, 13])], [("y", FLOAT, None)],
+                       [_w("w", [40, 32, 3, 3], rng), _w("b", [40], rng),
+                        _w("w2", [40, 32, 3, 3], rng)])
+    inputs = {"x": rng.standard_normal((2, 32, 11, 13)).astype(np.float32)}
+    part = byoc.partition(byoc.load_onnx(model), backends=["native"])
+    runs = [byoc.build(part, threads=t).run(inputs)["y"] for t in (1, 2, 3)]
+    exe = byoc.build(part, threads=1)
+    exe.run(inputs)
+    (built,) = exe.external.values()
+    # its declaration and both convs' calls
+    assert built.specializations[0].source.count("byoc_conv3x3_winograd(") == 3
+    assert all(np.array_equal(r, runs[0]) for r in runs[1:])
+    want = run_onnxruntime(model, inputs)["y"]
+    assert np.abs(runs[0] - want).max() <= 1e-5 * np.abs(want).max()
