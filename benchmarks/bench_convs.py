@@ -129,11 +129,14 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(CNNS))
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--top", type=int, default=25, help="slowest shapes to list")
+    parser.add_argument("--stat", choices=["median", "min"], default="median",
+                        help="per callable over the rounds (min: steadier on a loaded machine)")
     args = parser.parse_args()
+    stat = {"median": statistics.median, "min": min}[args.stat]
     warnings.simplefilter("ignore")
     found = collect([n for n in args.models.split(",") if n])
     print(f"{len(found)} distinct shapes, {sum(found.values())} ops; {args.threads} thread(s) "
-          f"each side; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
+          f"each side; {args.stat} of the rounds; load average {os.getloadavg()[0]:.1f}")
     rows = []
     for k, (key, count) in enumerate(found.items(), 1):
         print(f"[{k}/{len(found)}] {key[0]} {key[1]} {key[2]}", file=sys.stderr, flush=True)
@@ -144,7 +147,7 @@ def main() -> int:
         exe.run(feeds)
         session.run(None, feeds)
         ours, theirs = interleaved([lambda: exe.run(feeds), lambda: session.run(None, feeds)],
-                                   args.repeat, 5.0)
+                                   args.repeat, 5.0, stat)
         attrs = dict(key[4])
         rows.append({"op": key[0], "x": key[1], "w": key[2], "count": count,
                      "kind": _kind(key[0], key[1], key[2], {k: eval(v) if v[:1] in "[0123456789"  # noqa: S307

@@ -27,8 +27,9 @@ from byoc.compare import onnxruntime_session  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
 
-def interleaved(fns, repeat: int, budget_s: float) -> list[float]:
-    """Median seconds of each fn, alternating calls; stops early past the time budget."""
+def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median) -> list[float]:
+    """Median (or ``stat``) seconds of each fn, alternating calls; stops early past the time
+    budget."""
     times: list[list[float]] = [[] for _ in fns]
     start = time.perf_counter()
     for k in range(repeat):
@@ -38,7 +39,7 @@ def interleaved(fns, repeat: int, budget_s: float) -> list[float]:
             acc.append(time.perf_counter() - t0)
         if k >= 2 and time.perf_counter() - start > budget_s:
             break
-    return [statistics.median(t) for t in times]
+    return [stat(t) for t in times]
 
 
 def fastest(fns, repeat: int) -> list[float]:

@@ -53,7 +53,7 @@ def _cnn(rng):
 
 def _attention(rng):
     """Batched MatMuls (each product small: the batch is cut), a Softmax, a GEMM with a
-    bias, one row against a wide matrix (the dot path), Erf."""
+    bias, one row against a wide matrix (the dot path), Erf, a Gather of rows."""
     n = helper.make_node
     nodes = [
         n("MatMul", ["q", "k"], ["s"], name="scores"),
@@ -63,15 +63,19 @@ def _attention(rng):
         n("Gemm", ["flat", "wg", "bg"], ["g"], transB=1, name="gemm"),
         n("Erf", ["g"], ["e"], name="erf"),
         n("MatMul", ["row", "wide"], ["dots"], name="row_dots"),
+        n("Gather", ["wide", "idx"], ["rows"], axis=0, name="gather"),
     ]
     inits = [helper.make_tensor("shape", TensorProto.INT64, [2], [24, 37]),
              _w("wg", [203, 37], rng, 0.05), _w("bg", [203], rng),
              _w("wide", [600, 1500], rng, 0.05)]
     model = make_model(nodes, [("q", FLOAT, [3, 8, 37]), ("k", FLOAT, [3, 37, 45]),
-                               ("v", FLOAT, [3, 45, 37]), ("row", FLOAT, [1, 600])],
-                       [("e", FLOAT, None), ("dots", FLOAT, None)], inits)
+                               ("v", FLOAT, [3, 45, 37]), ("row", FLOAT, [1, 600]),
+                               ("idx", TensorProto.INT64, [64])],
+                       [("e", FLOAT, None), ("dots", FLOAT, None), ("rows", FLOAT, None)],
+                       inits)
     shapes = {"q": (3, 8, 37), "k": (3, 37, 45), "v": (3, 45, 37), "row": (1, 600)}
-    return model, {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    return model, {**feeds, "idx": rng.integers(-600, 600, 64)}
 
 
 @pytest.mark.parametrize("backend", ["native", "ccompiler"])

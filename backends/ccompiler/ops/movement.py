@@ -112,14 +112,14 @@ def emit_gather(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
     nq = indices.size
     src = ctx.src
     chunk = f"{inner} * sizeof({data.ctype})"
-    with src.block(f"for (long o = 0; o < {outer}; o++)"):
-        with src.block(f"for (long q = 0; q < {nq}; q++)"):
-            src.line(f"long j = (long){indices.ptr}[q];")
-            src.line(f"if (j < 0) j += {dim};")
-            src.line(f"{data.ctype} *dst = {out.ptr} + (o * {nq} + q) * {inner};")
-            # An index out of range gives zeros, never a read outside the tensor.
-            src.line(f"if (j < 0 || j >= {dim}) memset(dst, 0, {chunk});")
-            src.line(f"else memcpy(dst, {data.ptr} + (o * {dim} + j) * {inner}, {chunk});")
+    with ctx.parallel("oq", outer * nq, outer * nq * inner):
+        src.line(f"const long o = oq / {max(nq, 1)}, q = oq % {max(nq, 1)};")
+        src.line(f"long j = (long){indices.ptr}[q];")
+        src.line(f"if (j < 0) j += {dim};")
+        src.line(f"{data.ctype} *dst = {out.ptr} + (o * {nq} + q) * {inner};")
+        # An index out of range gives zeros, never a read outside the tensor.
+        src.line(f"if (j < 0 || j >= {dim}) memset(dst, 0, {chunk});")
+        src.line(f"else memcpy(dst, {data.ptr} + (o * {dim} + j) * {inner}, {chunk});")
 
 
 def emit_expand(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:

@@ -25,12 +25,18 @@ def emit_plane(ctx: Emit, channel: str, dims: list[int], fill: str) -> str:
     hp, wp = plane_size(dims)
     src = ctx.src
     src.line(f"float *restrict p = {ctx.scratch(4 * hp * wp)};")
-    if fill == "0.0f":
-        src.line(f"memset(p, 0, {4 * hp * wp});")
-    else:
-        src.line(f"for (long i = 0; i < {hp * wp}; i++) p[i] = {fill};")
-    src.line(f"for (long ih = 0; ih < {h}; ih++) "
-             f"memcpy(p + (ih + {ph}) * {wp} + {pw}, {channel} + ih * {w}, {4 * w});")
+    # the border filled, the channel copied in: each element of the plane written once
+    if ph:
+        src.line(f"for (long i = 0; i < {ph * wp}; i++) p[i] = {fill};")
+    if hp > ph + h:
+        src.line(f"for (long i = {(ph + h) * wp}; i < {hp * wp}; i++) p[i] = {fill};")
+    with src.block(f"for (long ih = 0; ih < {h}; ih++)"):
+        src.line(f"float *restrict row = p + (ih + {ph}) * {wp};")
+        if pw:
+            src.line(f"for (long j = 0; j < {pw}; j++) row[j] = {fill};")
+        src.line(f"memcpy(row + {pw}, {channel} + ih * {w}, {4 * w});")
+        if wp > pw + w:
+            src.line(f"for (long j = {pw + w}; j < {wp}; j++) row[j] = {fill};")
     return "p"
 
 
