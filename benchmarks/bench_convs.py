@@ -19,6 +19,7 @@ import collections
 import os
 import statistics
 import sys
+import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -129,14 +130,20 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(CNNS))
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--top", type=int, default=25, help="slowest shapes to list")
+    parser.add_argument("--clock", choices=["wall", "thread"], default="wall",
+                        help="thread: this thread's CPU time (one thread each side; on a "
+                             "loaded machine wall time counts the waits for a core too)")
     parser.add_argument("--stat", choices=["median", "min"], default="median",
                         help="per callable over the rounds (min: steadier on a loaded machine)")
     args = parser.parse_args()
     stat = {"median": statistics.median, "min": min}[args.stat]
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread measures one thread: use it with --threads 1")
     warnings.simplefilter("ignore")
     found = collect([n for n in args.models.split(",") if n])
     print(f"{len(found)} distinct shapes, {sum(found.values())} ops; {args.threads} thread(s) "
-          f"each side; {args.stat} of the rounds; load average {os.getloadavg()[0]:.1f}")
+          f"each side; {args.stat} of the rounds, {args.clock} clock; load average {os.getloadavg()[0]:.1f}")
     rows = []
     for k, (key, count) in enumerate(found.items(), 1):
         print(f"[{k}/{len(found)}] {key[0]} {key[1]} {key[2]}", file=sys.stderr, flush=True)
@@ -147,7 +154,7 @@ def main() -> int:
         exe.run(feeds)
         session.run(None, feeds)
         ours, theirs = interleaved([lambda: exe.run(feeds), lambda: session.run(None, feeds)],
-                                   args.repeat, 5.0, stat)
+                                   args.repeat, 5.0, stat, clock)
         attrs = dict(key[4])
         rows.append({"op": key[0], "x": key[1], "w": key[2], "count": count,
                      "kind": _kind(key[0], key[1], key[2], {k: eval(v) if v[:1] in "[0123456789"  # noqa: S307

@@ -20,6 +20,7 @@ import json
 import os
 import statistics
 import sys
+import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -43,7 +44,7 @@ KINDS = {  # the slow suite's models the issue names, by kind
 
 
 def bench_model(entry, threads: int, repeat: int, budget_s: float, backend: str,
-                stat=statistics.median) -> dict:
+                stat=statistics.median, cpu_one: bool = False) -> dict:
     proto = entry.load()
     feeds = entry.make_inputs(np.random.default_rng(0))
     part = byoc.partition(byoc.load_onnx(proto), backends=[backend])
@@ -54,7 +55,11 @@ def bench_model(entry, threads: int, repeat: int, budget_s: float, backend: str,
            lambda: ort_one.run(None, feeds), lambda: ort_many.run(None, feeds)]
     for fn in fns:  # warm-up: builds per shape, caches
         fn()
-    b1, bn, o1, on = interleaved(fns, repeat, budget_s, stat)
+    if cpu_one:  # one thread each side: its CPU time; all cores: wall time
+        b1, o1 = interleaved([fns[0], fns[2]], repeat, budget_s, stat, time.thread_time)
+        bn, on = interleaved([fns[1], fns[3]], repeat, budget_s, stat)
+    else:
+        b1, bn, o1, on = interleaved(fns, repeat, budget_s, stat)
     return {"model": entry.name, "threads": threads, "byoc_1_ms": b1 * 1e3,
             "byoc_n_ms": bn * 1e3, "ort_1_ms": o1 * 1e3, "ort_n_ms": on * 1e3,
             "ratio_1": b1 / o1, "ratio_n": bn / on, "speedup_byoc": b1 / bn,
@@ -70,6 +75,9 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=30.0, help="seconds per model at most")
     parser.add_argument("--only", help="comma-separated model names")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--cpu-one", action="store_true",
+                        help="time the one-thread runs by this thread's CPU time (a loaded "
+                             "machine's waits for a core left out); all-core runs stay wall")
     parser.add_argument("--stat", choices=["median", "min"], default="median",
                         help="per callable over the rounds (min: steadier on a loaded machine)")
     args = parser.parse_args()
@@ -88,12 +96,13 @@ def main() -> int:
             continue
         try:
             rows.append(bench_model(zoo[name], args.threads, args.repeat, args.budget,
-                                    args.backend, stat))
+                                    args.backend, stat, args.cpu_one))
         except ModelUnavailable as exc:
             print(f"  skipped: {exc}", file=sys.stderr)
     n = args.threads
     print(f"\n{args.backend} vs onnxruntime; ratio = {args.backend} / onnxruntime (< 1: faster); "
-          f"speedup = time at 1 thread / at {n}; {args.stat} of the rounds; load average at "
+          f"speedup = time at 1 thread / at {n}; {args.stat} of the rounds"
+          f"{' (1 thread: CPU time)' if args.cpu_one else ''}; load average at "
           f"start {load:.1f}")
     print(f"{'model':<22}{'ms 1t':>9}{'ort 1t':>9}{'ratio 1t':>10}{f'ms {n}t':>9}{f'ort {n}t':>9}"
           f"{f'ratio {n}t':>10}{'byoc x':>8}{'ort x':>8}")
