@@ -1,7 +1,8 @@
 """Where a model ran: nodes and time per backend, the host included, so fallback is never silent.
 
     {"host": {"nodes": 3, "node_share": 0.09, "time_s": 0.0011, "time_share": 0.12},
-     "ccompiler": {...}, "copies": {"time_s": ..., "time_share": ...}}
+     "ccompiler": {...}, "copies": {"time_s": ..., "time_share": ...},
+     "executor": {"time_s": ..., "time_share": ...}}   # the rest of the call, given its time
 """
 
 from __future__ import annotations
