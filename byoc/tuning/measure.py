@@ -16,8 +16,8 @@ Timing: one warm-up run (a C backend compiles its specialization there), then ru
 least ``min_runs`` and ``min_time`` seconds (at most ``max_runs`` or ``max_time``); the run a
 quarter of the way up from the fastest counts (on a shared machine the slow runs are other
 programs' doing, and comparing candidates measured minutes apart needs what is theirs alone).
-Whole-model comparisons (``compare``) alternate the candidates and take medians. The garbage
-collector is paused while timing.
+Whole-model comparisons (``compare``) alternate the candidates, run by run, so drift hits each
+alike. The garbage collector is paused while timing.
 
 The cache key is a sha256 of: the module's content (ops, attributes, weights, each region's
 backend and version; no names), the boundary tensors' shapes and dtypes (and values, for small
@@ -30,7 +30,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from .cache import MeasurementCache
 from .digest import Digests
 from .environment import backend_version, byoc_source_digest, machine, thread_setting
 
-KEY_VERSION = "2"  # bump when what a measurement means changes
+KEY_VERSION = "3"  # bump when what a measurement means changes
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ class Measurer:
         finally:
             if enabled:
                 gc.enable()
-        result = [m if m is not None else Measurement(statistics.median(t), "", len(t))
+        result = [m if m is not None else Measurement(low_quartile(t), "", len(t))
                   for m, t in zip(out, times)]
         self.stats.seconds += time.perf_counter() - started
         self.stats.measured += 1

@@ -126,8 +126,9 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     # near the best, in alternating runs: the plan is whichever is fastest end to end.
     whole = [(0, n_atoms, o) for o in range(len(options))]
     best_whole = min(tuner.costs.get(c, math.inf) for c in whole)
-    rivals = [c for c in whole if c != (path[0] if len(path) == 1 else None)
-              and tuner.costs.get(c, math.inf) <= RIVALS * best_whole]
+    chosen_key = tuner.keys.get(path[0]) if len(path) == 1 else None
+    rivals = [c for c in whole if tuner.costs.get(c, math.inf) <= RIVALS * best_whole
+              and (chosen_key is None or tuner.keys.get(c) != chosen_key)]
     rivals = [c for k, c in enumerate(rivals)  # each placement once
               if tuner.keys.get(c) not in {tuner.keys.get(r) for r in rivals[:k]}]
     measured = tuner.costs.get(path[0]) if len(path) == 1 else None
