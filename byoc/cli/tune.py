@@ -38,7 +38,7 @@ class _Progress:
         if self.tty:
             print("\r\033[K" + text[:200], end="\n" if final else "", file=sys.stderr,
                   flush=True)
-        elif final or now - self.last >= 5.0 or p.message.startswith("pass"):
+        elif final or now - self.last >= 5.0:
             print(text, file=sys.stderr, flush=True)
             self.last = now
 
