@@ -29,6 +29,10 @@ def format_plan(data: dict, nodes: bool = False) -> str:
     if base:
         lines.append("whole model on one option: " + ", ".join(
             f"{k} {_ms(v)} ms" for k, v in base.items()))
+    compared = latency.get("compared")
+    if compared:
+        lines.append("timed against each other, alternating: " + ", ".join(
+            f"{k} {_ms(v)} ms" for k, v in compared.items()))
     search = data.get("search", {})
     if search:
         lines.append(f"search: {search.get('atoms', '?')} atoms, {search.get('measured', '?')} "
@@ -36,17 +40,28 @@ def format_plan(data: dict, nodes: bool = False) -> str:
                                                  else "stopped by the budget"))
     segments = data.get("segments", [])
     if segments:
-        options = list(segments[0]["time_s"])
-        width = max(9, *(len(o) + 1 for o in options))
+        singles = ["host", *data["backends"]]
+        number = {b: str(k) for k, b in enumerate(data["backends"], 1)}
+        width = max(9, *(len(o) + 2 for o in singles))
         head = f"{'segment':<8}{'nodes':>6}  {'first .. last':<34}"
-        head += "".join(f"{o:>{width}}" for o in options) + "   chosen / runner-up: why"
-        lines += ["", "times in ms per option", head]
+        head += "".join(f"{o:>{width}}" for o in singles) + f"{'best order':>17}"
+        head += "   chosen / runner-up: why"
+        lines += ["", "times in ms per option (* chosen); orders by backend number: "
+                  + ", ".join(f"{n} {b}" for b, n in number.items()), head]
         for s in segments:
             span = _clip(f"{s['first']} .. {s['last']}", 34)
             row = f"{s['id']:<8}{s['nodes']:>6}  {span:<34}"
-            for o in options:
+            for o in singles:
                 t = _ms(s["time_s"].get(o))
                 row += f"{(t + '*') if o == s['chosen'] else t:>{width}}"
+            orders = [(t, o) for o, t in s["time_s"].items() if "," in o and t is not None]
+            if orders:
+                t, o = min(orders)
+                short = ">".join(number.get(b, b) for b in o.split(","))
+                cell = f"{_ms(t)}{'*' if o == s['chosen'] else ''} {short}"
+            else:
+                cell = "-"
+            row += f"{cell:>17}"
             row += f"   {s['chosen']} / {s.get('runner_up') or '-'}: {printable(s.get('why', ''))}"
             lines.append(row)
     lines += ["", f"{'region':<8}{'backend':<14}{'nodes':>6}  {'first .. last':<40}inputs -> outputs"]
