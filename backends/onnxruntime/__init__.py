@@ -16,11 +16,13 @@ from collections.abc import Callable
 import numpy as np
 
 from byoc.backend import Backend, register_backend
-from byoc.ir import Call, Function, TensorType, Tuple, post_order
+from byoc.ir import Call, Constant, Function, TensorType, Tuple, post_order
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 from byoc.op.host_kernels import one_node_model
 from byoc.runtime.devices import Device, register_device
 from byoc.runtime.threads import build_threads
+
+from .values import from_ort, run_region, to_ort
 
 _verdicts: dict[tuple, bool | str] = {}
 _lock = threading.Lock()
@@ -64,6 +66,9 @@ def onnxruntime_runs(call: Call) -> bool | str:
         return "onnxruntime: only ONNX ops"
     if any(isinstance(a.type, TensorType) and a.type.dtype is None for a in call.args if a is not None):
         return "onnxruntime: an input's dtype is unknown"
+    why = _integer_division_refusal(call)
+    if why:
+        return why
     key = _key(call)
     with _lock:
         if key is not None and key in _verdicts:
@@ -79,6 +84,23 @@ def onnxruntime_runs(call: Call) -> bool | str:
         with _lock:
             _verdicts[key] = verdict
     return verdict
+
+
+def _integer_division_refusal(call: Call) -> str | None:
+    """Integer Div and Mod only by a constant divisor without 0 (nor -1 for Div): onnxruntime
+    fails the run on x / 0 and x % 0 and dies of SIGFPE on INT_MIN / -1, where byoc gives
+    every backend one answer (0, 0 and INT_MIN; docs/decisions.md)."""
+    if call.op not in ("Div", "Mod") or len(call.args) < 2 or call.args[1] is None:
+        return None
+    t = call.args[1].type
+    if not isinstance(t, TensorType) or t.dtype is None or np.dtype(t.dtype).kind not in "iu":
+        return None
+    bad = [0, -1] if call.op == "Div" and np.dtype(t.dtype).kind == "i" else [0]
+    b = call.args[1]
+    if isinstance(b, Constant) and not np.isin(b.value, bad).any():
+        return None
+    return (f"onnxruntime: integer {call.op} by a divisor that may be "
+            f"{' or '.join(map(str, bad))} (onnxruntime fails or traps there; byoc answers)")
 
 
 def compile_region(func: Function) -> Callable[..., tuple]:
@@ -99,28 +121,24 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     assert len(names) == len(func.params), (names, [p.name for p in func.params])
 
     def run(*values):
-        return tuple(session.run_with_ort_values(outs, dict(zip(names, values))))
+        return run_region(session, outs, names, values)
 
     return run
-
-
-def _to_ort(array: np.ndarray):
-    import onnxruntime as ort
-
-    return ort.OrtValue.ortvalue_from_numpy(array)
 
 
 _ORT_DTYPES = {"float": "float32", "double": "float64", "string": "object"}
 
 
 def _describe(value) -> tuple[tuple[int, ...], str]:
-    """An OrtValue's shape and dtype name ("tensor(float)" -> "float32")."""
+    """A device value's shape and dtype name ("tensor(float)" -> "float32"); strings are held
+    as numpy arrays (see values.py)."""
+    if isinstance(value, np.ndarray):
+        return tuple(value.shape), value.dtype.name
     kind = value.data_type().removeprefix("tensor(").removesuffix(")")
     return tuple(value.shape()), _ORT_DTYPES.get(kind, kind)
 
 
-DEVICE = Device("onnxruntime", to_device=_to_ort, to_host=lambda value: value.numpy(),
-                describe=_describe)
+DEVICE = Device("onnxruntime", to_device=to_ort, to_host=from_ort, describe=_describe)
 
 
 def register() -> Backend:

@@ -87,6 +87,12 @@ def scan_kernel(call: Call, ctx: KernelContext) -> Kernel:
         scans_in = [np.moveaxis(x, ax, 0) for x, ax in zip(scans_in, in_axes)]
         scans_in = [x[::-1] if d else x for x, d in zip(scans_in, in_dirs)]
         length = scans_in[0].shape[0] if scans_in else 0
+        for k, x in enumerate(scans_in[1:], 1):
+            if x.shape[0] != length:  # onnxruntime refuses it too; never cut or overrun
+                raise ValueError(f"scan inputs differ in length: {_scan_input(call, n_states)} "
+                                 f"has {length} steps along axis {in_axes[0]}, "
+                                 f"{_scan_input(call, n_states + k)} has {x.shape[0]} along "
+                                 f"axis {in_axes[k]}")
         out_slices: list[list[np.ndarray]] = []
         for t in range(length):
             outs = run(body, [*states, *(x[t] for x in scans_in), *captures])
@@ -105,3 +111,10 @@ def scan_kernel(call: Call, ctx: KernelContext) -> Kernel:
         return (*states, *stacked)
 
     return kernel
+
+
+def _scan_input(call: Call, index: int) -> str:
+    """Scan's input ``index`` as the model names it."""
+    from ..analysis import value_name
+
+    return repr(value_name(call.args[index]) or f"input {index}")

@@ -9,6 +9,7 @@ reported with the ONNX node's name and op.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -21,6 +22,7 @@ from ..op import registry
 from ..op.host_kernels import KernelContext
 from .capture import DebugRun, check_wanted, complete
 from .devices import HOST, CopyStats, get_device
+from .owned import owned_outputs
 from .plan import CALL, GETITEM, Plan, make_plan
 from .region_call import checked_region, compile_error, said
 from .pycode import compile_plan
@@ -46,7 +48,9 @@ class Executable:
         self.moves: dict[str, str] = {}  # regions run on another backend: fallback="next"
         self._plans: dict[Function, Plan] = {}
         self._pycode: dict[int, Callable | None] = {}
-        self._probe: Probe | None = None  # set only while run(..., capture=...) runs
+        # Holds .probe only while run(..., capture=...) runs, in that run's thread: other
+        # threads running the executable then feed no probe of theirs into it.
+        self._local = threading.local()
         self.main_plan = self.plan(mod.main)
         self.output_names: list[str] = list(mod.main.attrs.get("output_names") or
                                             [f"output_{i}" for i in range(len(self.main_plan.output_slots))])
@@ -93,9 +97,9 @@ class Executable:
 
         During ``run(..., capture=...)`` the If, Loop and Scan kernels' body runs (they call
         this) feed the probe too, each body's runs counted (see ``Probe.enter``)."""
-        if self._probe is None:
+        probe = getattr(self._local, "probe", None)
+        if probe is None:
             return self._execute(self.plan(func), args)
-        probe = self._probe
         outer = probe.enter(func)
         # Captured parameters carry outer values under their outer names: the outer scope
         # recorded those, maybe from another run; only the body's own record gets them.
@@ -217,7 +221,8 @@ class Executable:
         args = check_inputs(self.mod.main, inputs)
         try:
             if capture is None:
-                return dict(zip(self.output_names, self._execute(self.main_plan, args)))
+                outs = owned_outputs(self._execute(self.main_plan, args), args)
+                return dict(zip(self.output_names, outs))
             return self._debug_run(args, capture, iteration)
         finally:
             if BLAS.changed:  # a host kernel held numpy's BLAS: the program's count back
@@ -230,11 +235,11 @@ class Executable:
         probe = Probe(wanted, iteration, self._host_value)
         for p, a in zip(self.mod.main.params, args):
             probe.keep(p.name, a)
-        self._probe = probe
+        self._local.probe = probe
         try:
-            outs = self._execute(self.main_plan, args, probe)
+            outs = owned_outputs(self._execute(self.main_plan, args, probe), args)
         finally:
-            self._probe = None
+            self._local.probe = None
         # A captured outer constant is a value only inside its body: its record has it.
         missing = [] if wanted is None else sorted(
             wanted - probe.tensors.keys() - set().union(*probe.bodies.values()))

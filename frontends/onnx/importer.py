@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from byoc.errors import ModelError
-from byoc.ir import (NO_ATTRS, UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType,
+from byoc.ir import (DEFAULTS, NO_ATTRS, UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType,
                      Tuple, TupleGetItem, TupleType, Type, Var, incomplete)
 from byoc.ir.collector import collector_paused
 from byoc.op import CANONICAL_OPSET, onnx_bridge, registry, type_rules
@@ -80,6 +80,14 @@ def _all_utf8(what: str, texts: list[str | bytes]) -> None:
         "".join(texts)  # type: ignore[arg-type]
     except TypeError:
         _utf8(what, *texts)
+
+
+def _read_only(value: np.ndarray) -> np.ndarray:
+    """A constant as byoc holds it: nothing may write into a weight (an output that is one is
+    copied before the caller sees it, see byoc/runtime/owned.py)."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    return value
 
 
 def _constant_value(node: onnx.NodeProto) -> np.ndarray:
@@ -341,12 +349,29 @@ class Importer:
         if any(d < 0 for d in t.dims):  # numpy would read -1 as "whatever fits"
             raise ModelError(f"initializer {t.name!r} has a negative dim: {list(t.dims)}")
         if external_data_helper.uses_external_data(t):
-            return external_array(t, self.base_dir)
+            return _read_only(external_array(t, self.base_dir))
         try:
-            return numpy_helper.to_array(t)
+            return _read_only(numpy_helper.to_array(t))
         except Exception as exc:  # a declared shape its data does not fill, a bad type
             raise ModelError(f"initializer {t.name!r} (shape {list(t.dims)}): its data does not "
                              f"match ({str(exc).splitlines()[0][:200]})") from None
+
+    def defaulted_input(self, name: str, init: Any) -> tuple[Var, np.ndarray]:
+        """A graph input with an initializer (dense or sparse): a parameter and its default,
+        that initializer, checked against the input's declared type (feeds must match it)."""
+        value = self.initializer(init) if isinstance(init, onnx.TensorProto) else \
+            _read_only(_sparse_to_dense(init))
+        declared = self.type_of(name)
+        if not isinstance(declared, TensorType) or declared.dtype is None:
+            return Var(name, TensorType(tuple(value.shape), value.dtype.name)), value
+        shape = declared.shape
+        fits = declared.dtype == value.dtype.name and (shape is None or (
+            len(shape) == value.ndim and all(not isinstance(d, int) or d == n
+                                             for d, n in zip(shape, value.shape))))
+        if not fits:
+            raise ModelError(f"graph input {name!r} is {declared}, but its initializer (its "
+                             f"default value) is {value.dtype.name}{list(value.shape)}")
+        return Var(name, declared), value
 
     def type_of(self, name: str) -> Type:
         """The declared or inferred type of a value (converted once per distinct type)."""
@@ -402,10 +427,24 @@ class Importer:
     def import_graph(self, graph: onnx.GraphProto, parent: _Scope | None, top: bool = False) -> Function:
         scope = _Scope(parent)
         init_names = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
+        # A graph input with an initializer is an input with a default (ONNX IR 4+, as
+        # onnxruntime reads it); before IR 4 every initializer had to be listed as an input,
+        # and such models mean constants (onnxruntime refuses to feed them).
+        overridable = top and self.model.ir_version >= 4
+        defaults: dict[str, Any] = {}  # name -> its initializer, for the inputs that have one
+        if overridable and any(vi.name in init_names for vi in graph.input):
+            defaults = {t.name: t for t in graph.initializer}
+            defaults.update((sp.values.name, sp) for sp in graph.sparse_initializer)
+        default_values: dict[str, np.ndarray] = {}  # main.attrs[DEFAULTS]
         params: list[Var] = []
         for vi in graph.input:
-            if vi.name in init_names and top:
-                continue  # old-style models list initializers as inputs: they are constants
+            if vi.name in init_names and top and not overridable:
+                continue
+            if vi.name in init_names and overridable:
+                var, default_values[vi.name] = self.defaulted_input(vi.name, defaults[vi.name])
+                params.append(var)
+                scope.values[vi.name] = var
+                continue
             var = Var(vi.name, self.type_of(vi.name))
             t = var.type
             sized = isinstance(t, TensorType) and t.is_static and t.dtype not in (None, "object")
@@ -416,11 +455,14 @@ class Importer:
             params.append(var)
             scope.values[vi.name] = var
         for t in graph.initializer:
-            if t.name in scope.values and not top:
-                continue
+            if t.name in scope.values and (not top or overridable):
+                continue  # a body's input shadows it; main's input has it as its default
             scope.values[t.name] = Constant(self.initializer(t), t.name)
         for sp in graph.sparse_initializer:
-            scope.values[sp.values.name] = Constant(_sparse_to_dense(sp), sp.values.name)
+            if sp.values.name in defaults:
+                continue
+            scope.values[sp.values.name] = Constant(_read_only(_sparse_to_dense(sp)),
+                                                    sp.values.name)
 
         nodes = self.graph_nodes(graph)
         spans = [self.span(n) for n in nodes] if self.keep_spans else [None] * len(nodes)
@@ -439,6 +481,8 @@ class Importer:
         body: Expr = outs[0] if len(outs) == 1 and top else Tuple(tuple(outs))
         params.extend(scope.captures.values())
         attrs: dict[str, Any] = {"output_names": [o.name for o in graph.output]}
+        if default_values:
+            attrs[DEFAULTS] = default_values
         if scope.captures:
             attrs["captures"] = len(scope.captures)
         return Function(tuple(params), body, attrs)
@@ -453,7 +497,7 @@ class Importer:
                 value = _constant_value(node.proto)
             except (TypeError, ValueError) as exc:
                 raise ModelError(f"bad value: {exc}", label, "Constant") from None
-            scope.values[node.outputs[0]] = Constant(value, node.outputs[0])
+            scope.values[node.outputs[0]] = Constant(_read_only(value), node.outputs[0])
             return
         entry = self.entries.get(op)
         if entry is None:

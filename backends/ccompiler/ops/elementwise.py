@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from byoc.codegen import float_literal
+from byoc.codegen import c_type, float_literal
 from byoc.ir import Call
 
 from ..emitter import Emit, Tensor, Unsupported
@@ -31,9 +31,11 @@ def _zero(dtype: str) -> str:
 
 
 def _int_div(a: str, b: str, dtype: str) -> str:
-    # C traps on x / 0 and INT_MIN / -1; give 0 there instead of killing the process.
-    limit = "INT64_MAX" if dtype == "int64" else "INT32_MAX"
-    return f"(({b}) == 0 || (({b}) == -1 && ({a}) < -{limit}) ? 0 : ({a}) / ({b}))"
+    # C traps on x / 0 and INT_MIN / -1. Every backend gives one answer there (decisions.md):
+    # x / 0 is 0, and x / -1 is -x wrapped, so INT_MIN / -1 is INT_MIN (negated as unsigned).
+    unsigned = "uint64_t" if dtype == "int64" else "uint32_t"
+    return (f"(({b}) == 0 ? 0 : ({b}) == -1 ? ({c_type(dtype)})(0 - ({unsigned})({a})) "
+            f": ({a}) / ({b}))")
 
 
 def _clamp01(e: str) -> str:
@@ -73,8 +75,24 @@ def _fold(op: str) -> Expr:
     def fold(call: Call, x: list[str], dtype: str) -> str:
         out = x[0]
         for y in x[1:]:
-            out = f"({out} {op} {y})" if op in "+*" else \
-                f"({out} {op} {y} ? {out} : {y})"
+            out = f"({out} {op} {y})"
+        return out
+
+    return fold
+
+
+def _extreme(cmp: str) -> Expr:
+    """Max (``>``) or Min (``<``): a NaN operand makes the result NaN, as in onnxruntime."""
+
+    def fold(call: Call, x: list[str], dtype: str) -> str:
+        nan = " || a_ != a_" if _is_float(dtype) else ""
+        out = x[0]
+        for k, y in enumerate(x[1:]):
+            if k == 0:  # operands are names or literals: the plain form
+                out = f"({out} {cmp} {y}{nan.replace('a_', out)} ? {out} : {y})"
+            else:  # the fold so far is read three times: bind it once (the C stays linear)
+                out = (f"({{ const {c_type(dtype)} a_ = {out}, b_ = {y}; "
+                       f"a_ {cmp} b_{nan} ? a_ : b_; }})")
         return out
 
     return fold
@@ -172,8 +190,8 @@ EXPRESSIONS: dict[str, Expr] = {
     "Div": _div,
     "Pow": _pow,
     "PRelu": _b("({a} < 0.0f ? {a} * {b} : {a})"),
-    "Max": _fold(">"),
-    "Min": _fold("<"),
+    "Max": _extreme(">"),
+    "Min": _extreme("<"),
     "Sum": _fold("+"),
     "Mean": _mean,
     "Equal": _b("({a} == {b})"),

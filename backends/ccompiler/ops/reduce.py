@@ -112,7 +112,7 @@ def emit_reduce(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tens
             else:
                 v = _element(src, prologue, at)
                 src.line(step.format(acc=f"{out.ptr}[{oi}]", v=v) + ";")
-    if call.op == "ReduceMean":
+    if call.op == "ReduceMean" and count:  # the mean of nothing is 0, as in onnxruntime
         src.line(f"for (long i = 0; i < {out.size}; i++) {out.ptr}[i] /= {float_literal(count)};")
     elif call.op == "ReduceL2":
         src.line(f"for (long i = 0; i < {out.size}; i++) {out.ptr}[i] = sqrtf({out.ptr}[i]);")

@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (imported for their @kernel registrations)
     conv,
     elementwise,
     nn,
+    optional,
     pool,
     quantized,
     recurrent,

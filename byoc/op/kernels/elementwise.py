@@ -38,12 +38,14 @@ def mul(attrs: dict, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division rounding toward zero (C / onnxruntime semantics, not numpy's floor)."""
+    """Integer division rounding toward zero (C / onnxruntime semantics, not numpy's floor).
+    Where C traps, every backend gives one answer (docs/decisions.md): x / 0 is 0 (numpy's
+    floor_divide gives it) and INT_MIN / -1 is INT_MIN (floor_divide wraps)."""
     q = np.floor_divide(a, b)
     if np.issubdtype(q.dtype, np.unsignedinteger):
         return q
     # floor and trunc differ exactly when the division is inexact and the signs differ.
-    fix = (a - q * b != 0) & ((a < 0) != (b < 0))
+    fix = (a - q * b != 0) & ((a < 0) != (b < 0)) & (b != 0)
     return q + fix.astype(q.dtype)
 
 
@@ -71,7 +73,8 @@ def pow_(attrs: dict, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
 
 @kernel("Mod")
 def mod(attrs: dict, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
-    """fmod=0: result takes the sign of B (numpy mod); fmod=1: sign of A (C fmod)."""
+    """fmod=0: result takes the sign of B (numpy mod); fmod=1: sign of A (C fmod). For
+    integers x % 0 is 0 and INT_MIN % -1 is 0 (numpy's answers; C would trap)."""
     return ((np.fmod if attrs.get("fmod", 0) else np.mod)(a, b),)
 
 

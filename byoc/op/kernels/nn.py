@@ -157,6 +157,8 @@ def lp_normalization(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
 def softmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """exp(x) / sum(exp(x)) along axis (default -1), max-shifted for stability."""
     axis = attrs.get("axis", -1)
+    if x.size == 0:  # an empty axis (or batch): nothing to normalize, as onnxruntime
+        return (np.empty_like(x),)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
     return (e,)
@@ -167,6 +169,8 @@ def softmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
 def log_softmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """x - logsumexp(x) along axis (default -1)."""
     axis = attrs.get("axis", -1)
+    if x.size == 0:
+        return (np.empty_like(x),)
     d = x - x.max(axis=axis, keepdims=True)
     return (d - np.log(np.exp(d).sum(axis=axis, keepdims=True)),)
 
@@ -176,6 +180,8 @@ def hardmax(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """1 at the first maximum along axis, 0 elsewhere."""
     axis = norm_axis(attrs.get("axis", -1), x.ndim)
     y = np.zeros_like(x)
+    if x.size == 0:
+        return (y,)
     np.put_along_axis(y, np.expand_dims(x.argmax(axis=axis), axis), 1, axis=axis)
     return (y,)
 

@@ -71,6 +71,8 @@ def reduce_prod(attrs: dict, x: np.ndarray, *inputs: np.ndarray | None) -> tuple
 def reduce_mean(attrs: dict, x: np.ndarray, *inputs: np.ndarray | None) -> tuple:
     """Mean over axes (integer means truncate toward zero)."""
     axes, keep = _axes(attrs, x, inputs), _keep(attrs)
+    if x.size == 0:  # the mean of nothing: undefined in ONNX, 0 in onnxruntime (and here)
+        return (np.sum(x, axis=axes, keepdims=keep),)
     if np.issubdtype(x.dtype, np.floating):
         return (np.mean(x, axis=axes, keepdims=keep),)
     return (_as_dtype(np.mean(x, axis=axes, keepdims=keep, dtype=np.float64), x),)
@@ -193,8 +195,12 @@ def topk(attrs: dict, x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, ...]:
     largest = bool(attrs.get("largest", 1))
     v = np.moveaxis(x, axis, -1)
     n = v.shape[-1]
+    if not 0 <= kk <= n:  # onnxruntime refuses it too
+        raise ValueError(f"k = {kk}, but axis {axis} has {n} elements")
     has_nan = x.dtype.kind == "f" and bool(np.isnan(x).any())
-    if 0 < kk and kk * 8 <= n and v.size and not has_nan:
+    if v.size == 0:  # an empty axis (then k = 0) or an empty batch
+        idx = np.zeros(v.shape[:-1] + (kk,), np.int64)
+    elif 0 < kk and kk * 8 <= n and not has_nan:
         idx = _topk_partition(v, kk, largest)
     else:
         idx = _topk_sorted(v, kk, largest)
