@@ -22,7 +22,7 @@ from byoc.op.host_kernels import one_node_model
 from byoc.runtime.devices import Device, register_device
 from byoc.runtime.threads import build_threads
 
-from .values import from_ort, run_region, to_ort
+from .values import describe, from_ort, run_region, to_ort
 
 _verdicts: dict[tuple, bool | str] = {}
 _lock = threading.Lock()
@@ -126,19 +126,7 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     return run
 
 
-_ORT_DTYPES = {"float": "float32", "double": "float64", "string": "object"}
-
-
-def _describe(value) -> tuple[tuple[int, ...], str]:
-    """A device value's shape and dtype name ("tensor(float)" -> "float32"); strings are held
-    as numpy arrays (see values.py)."""
-    if isinstance(value, np.ndarray):
-        return tuple(value.shape), value.dtype.name
-    kind = value.data_type().removeprefix("tensor(").removesuffix(")")
-    return tuple(value.shape()), _ORT_DTYPES.get(kind, kind)
-
-
-DEVICE = Device("onnxruntime", to_device=to_ort, to_host=from_ort, describe=_describe)
+DEVICE = Device("onnxruntime", to_device=to_ort, to_host=from_ort, describe=describe)
 
 
 def register() -> Backend:

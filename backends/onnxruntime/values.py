@@ -58,6 +58,16 @@ def from_ort(value: Any) -> np.ndarray:
     return data.view(dtype).reshape(shape)
 
 
+def describe(value: Any) -> tuple[tuple[int, ...], str]:
+    """A device value's shape and numpy dtype name, without copying it to the host."""
+    if isinstance(value, np.ndarray):
+        return tuple(value.shape), value.dtype.name
+    if not value.is_tensor():  # a sequence: its ONNX type, as onnxruntime spells it
+        return (), value.data_type()
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(value.element_type()))
+    return tuple(value.shape()), dtype.name
+
+
 def run_region(session: Any, outs: list[str], names: list[str], values: list[Any]) -> tuple:
     """Run the session on device values: OrtValues in and out, unless a string (a numpy
     array) is among them; then numpy arrays in and out (byoc's device holds both)."""
