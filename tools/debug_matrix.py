@@ -50,10 +50,10 @@ def corpus() -> dict[str, tuple[onnx.ModelProto, dict]]:
 
 
 def zoo() -> dict[str, tuple[onnx.ModelProto, dict]]:
-    from tests.models.zoo import MODELS, ModelUnavailable
+    from tests.models.zoo import MODELS, ModelUnavailable, light_models
 
     out = {}
-    for entry in MODELS:
+    for entry in (*MODELS, *light_models()):
         try:
             out[entry.name] = (entry.load(), entry.make_inputs(np.random.default_rng(0)))
         except (ModelUnavailable, FileNotFoundError):

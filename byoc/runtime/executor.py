@@ -24,8 +24,8 @@ from .capture import DebugRun, check_wanted, complete
 from .devices import HOST, CopyStats, get_device
 from .owned import owned_outputs
 from .plan import CALL, GETITEM, Plan, make_plan
-from .region_call import checked_region, compile_error, said
 from .pycode import compile_plan
+from .region_call import checked_region, compile_error, said
 from .threads import BLAS, building
 from .threads import resolve as resolve_threads
 
@@ -287,11 +287,11 @@ class Probe:
         if not self.recording:
             return
         if name and (self.wanted is None or name in self.wanted) and isinstance(value, np.ndarray):
-            copy = np.array(value, copy=True) if copy else value
+            kept = np.array(value, copy=True) if copy else value  # a constant: lent read-only
             if flat:
-                self.tensors[name] = copy
+                self.tensors[name] = kept
             if self.current is not None:
-                self.current[name] = copy
+                self.current[name] = kept
 
     def record(self, call: Call, value: Any, started: float, seconds: float) -> None:
         span = call.span
