@@ -186,3 +186,36 @@ def test_a_1000_node_model_opens_and_pans(tmp_path, capsys):
         print(f"\n{len(ops)}-node report: opened in {opened:.1f} s ({cpu:.1f} s of browser CPU, "
               f"layout {layout_ms} ms); 30 pan moves in {panned * 1000:.0f} ms "
               f"({pan_cpu * 1000:.0f} ms CPU); the machine may be shared")
+
+
+def test_hostile_names_are_shown_as_text_and_run_nothing(tmp_path):
+    import onnx
+
+    from tests.report.models import HTML_HOSTILE, hostile_attribute_model, hostile_model
+
+    for k, make in enumerate((hostile_model, hostile_attribute_model)):
+        model = tmp_path / f"hostile{k}.onnx"
+        onnx.save(make(), str(model))
+        out = tmp_path / f"hostile{k}.html"
+        assert cli_main(["report", str(model), "--backend", "ccompiler", "-o", str(out)]) == 0
+        with Chromium() as page:
+            data = open_report(page, out)
+            assert page.evaluate("typeof window.__pwned") == "undefined"
+            assert page.evaluate("document.querySelectorAll('script').length") == 3
+            assert page.evaluate("document.querySelectorAll('img, iframe, object').length") == 0
+            # Every node is drawn, and its name arrives whole in its tooltip, as text.
+            nodes = [n for n in data["graph"]["nodes"] if n["kind"] == "op"]
+            assert drawn(page, ".node", "data-key") >= {f"n{n['id']}" for n in nodes}
+            node = next(n for n in nodes if n["name"] in HTML_HOSTILE and "<" in n["name"])
+            page.evaluate(f"""(() => {{ const f = document.getElementById('find');
+                f.value = {json.dumps(node['name'])}; f.dispatchEvent(new Event('change')); }})()""")
+            page.wait_for(READY)
+            time.sleep(0.2)
+            page.hover(*center_of(page, f"n{node['id']}"))
+            tip = page.wait_for("!document.getElementById('tip').hidden && "
+                                "document.getElementById('tip').textContent")
+            assert node["name"] in tip
+            if k == 1:  # the attribute values too
+                assert HTML_HOSTILE[0] in tip
+            assert page.evaluate("typeof window.__pwned") == "undefined"
+            assert not page.errors, page.errors
