@@ -149,8 +149,8 @@
       if (hasIn) g.setNode("in", { width: 2, height: 2 });
       if (hasOut) g.setNode("out", { width: 2, height: 2 });
       for (const key of u.nodes.keys()) {
-        if (hasIn && !(g.inEdges(key) || []).length) g.setEdge("in", key, { hidden: true, weight: 0 });
-        if (hasOut && !(g.outEdges(key) || []).length) g.setEdge(key, "out", { hidden: true, weight: 0 });
+        if (hasIn && !(g.inEdges(key) || []).length) g.setEdge("in", key, { hidden: true });
+        if (hasOut && !(g.outEdges(key) || []).length) g.setEdge(key, "out", { hidden: true });
       }
       dagre.layout(g);
       graphs.set(k, g);
