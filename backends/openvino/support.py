@@ -42,7 +42,7 @@ from byoc.ir import (
 )
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 
-from . import engine
+from . import answers, engine
 
 # Constants up to this size are part of a signature by value (shapes, axes, pads decide what a
 # node is); larger ones (weights) by dtype and shape, and a query sees them as inputs.
@@ -82,8 +82,13 @@ def probe(dtypes: Iterable[str]) -> None:
     compiled, run (values must come back as they went in) and its precision read from the
     plugin's runtime model. If the model fails whole, each dtype is asked alone."""
     names = []
+    known = answers.load()["held"]
     for name in dict.fromkeys(dtypes):
         if name in _held:
+            continue
+        if name in known:  # an earlier process asked
+            verdict, limits = known[name]
+            _held[name] = Held(verdict, None if limits is None else (limits[0], limits[1]))
             continue
         try:  # what OpenVINO refuses before any model: the dtype's tensors themselves
             onnx_bridge.elem_type(name)
@@ -103,6 +108,7 @@ def probe(dtypes: Iterable[str]) -> None:
             return
         found = {names[0]: Held(f"openvino: cannot compute on {names[0]}: {engine.reason(exc)}")}
     _held.update(found)
+    answers.save({}, {name: [h.verdict, h.exact_range] for name, h in found.items()})
 
 
 def _sample(dtype: np.dtype) -> np.ndarray:
@@ -235,8 +241,8 @@ def openvino_runs(call: Call) -> bool | str:
         return verdict
     key = _key(call)
     with _lock:
-        if key not in _verdicts:
-            _ask([(key, call)])
+        if key not in _verdicts and not _recall(key):
+            _ask_and_keep([(key, call)])
         return _verdicts[key]
 
 
@@ -250,10 +256,24 @@ def prefetch(calls: Sequence[Call]) -> None:
             if precheck(call) is not True:
                 continue
             key = _key(call)
-            if key not in _verdicts and key not in pending:
+            if key not in _verdicts and key not in pending and not _recall(key):
                 pending[key] = call
         if pending:
-            _ask(list(pending.items()))
+            _ask_and_keep(list(pending.items()))
+
+
+def _recall(key: tuple) -> bool:
+    """The verdict an earlier process got for ``key``, if any, into the cache."""
+    verdict = answers.load()["verdicts"].get(answers.digest(key))
+    if verdict is True or isinstance(verdict, str):
+        _verdicts[key] = verdict
+        return True
+    return False
+
+
+def _ask_and_keep(items: list[tuple[tuple, Call]]) -> None:
+    _ask(items)
+    answers.save({answers.digest(key): _verdicts[key] for key, _ in items}, {})
 
 
 # -- one query for many nodes ---------------------------------------------------------------

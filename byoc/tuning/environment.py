@@ -84,10 +84,8 @@ def backend_version(name: str) -> str:
         text = f"byoc {byoc_source_digest()}"
         if module.startswith(_C_BACKENDS):
             text += f"; cc {_compiler_version()}"
-        if name == "onnxruntime":
-            import onnxruntime
-
-            text += f"; onnxruntime {onnxruntime.__version__}"
+        if name in ("onnxruntime", "openvino"):  # an engine's own version, too
+            text += f"; {name} {importlib.metadata.version(name)}"
         return text
     top = module.split(".")[0]
     dists = importlib.metadata.packages_distributions().get(top, [])

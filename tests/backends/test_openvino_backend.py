@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import openvino as ov
 import pytest
-from byoc.backends.openvino import engine, region, support
+from byoc.backends.openvino import answers, engine, region, support
 from onnx import TensorProto, helper, numpy_helper
 
 import byoc
@@ -29,10 +29,12 @@ def _matches(model, feeds, got):
 
 
 @pytest.fixture
-def fresh_verdicts():
-    """Support verdicts asked anew (the cache is per process)."""
+def fresh_verdicts(monkeypatch):
+    """Support verdicts asked anew: none in memory, none on disk."""
     saved = dict(support._verdicts)
     support._verdicts.clear()
+    monkeypatch.setattr(answers, "_loaded", {"verdicts": {}, "held": {}})
+    monkeypatch.setattr(answers, "save", lambda verdicts, held: None)
     yield
     support._verdicts.clear()
     support._verdicts.update(saved)
@@ -104,6 +106,29 @@ def test_a_model_is_asked_in_one_query_and_never_again(fresh_verdicts, monkeypat
     assert len(asked) == 1
     byoc.partition(mod, backends=["openvino"], no_fallback=True)
     assert len(asked) == 1
+
+
+def test_answers_are_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("BYOC_CACHE_DIR", str(tmp_path))
+    answers._path.cache_clear()
+    saved = dict(support._verdicts)
+    try:
+        support._verdicts.clear()
+        monkeypatch.setattr(answers, "_loaded", None)
+        mod = byoc.load_onnx(default_model_path())
+        first = byoc.partition(mod, backends=["openvino"])
+        (kept,) = (tmp_path / "openvino").glob("answers-*.json")
+        assert len(json.loads(kept.read_text())["verdicts"]) >= 8
+        support._verdicts.clear()  # as a new process starts: nothing in memory
+        monkeypatch.setattr(answers, "_loaded", None)
+        asked = []
+        monkeypatch.setattr(engine, "read_partially", lambda b: asked.append(b))
+        again = byoc.partition(mod, backends=["openvino"])
+        assert not asked and list(again.functions) == list(first.functions)
+    finally:
+        support._verdicts.clear()
+        support._verdicts.update(saved)
+        answers._path.cache_clear()
 
 
 def test_explain_names_the_float64_node_and_why():
