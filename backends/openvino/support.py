@@ -16,6 +16,9 @@ Dtypes are asked once each, by compiling a small model for the dtype and reading
 plugin's runtime model, the precision it holds the values in: a float dtype held narrower
 (float64 as float32) is declined, since every value would round; an integer dtype held narrower
 (int64 as int32) is taken, and region.py checks the range of such region inputs at every call.
+
+Nodes writing int8 or uint8 are also run once (see ``_verify``): OpenVINO rounds quantized ops
+its own way. Every answer is kept on disk for the next process (``answers.py``).
 """
 
 from __future__ import annotations
