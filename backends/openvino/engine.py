@@ -114,4 +114,11 @@ def to_host(tensor) -> np.ndarray:
     return tensor.data
 
 
-DEVICE = Device(NAME, to_device=to_device, to_host=to_host, nbytes=lambda t: int(t.byte_size))
+def describe(tensor) -> tuple[tuple[int, ...], str]:
+    """Shape and numpy dtype name, for the executor's check of a region's results."""
+    data = tensor.data  # a view: nothing copied
+    return tuple(data.shape), data.dtype.name
+
+
+DEVICE = Device(NAME, to_device=to_device, to_host=to_host, nbytes=lambda t: int(t.byte_size),
+                describe=describe)
