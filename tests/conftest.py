@@ -52,6 +52,24 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture
+def backends():
+    """``backends(name, supports, **options)`` registers a test backend (the reference backend's
+    compile, ``tests/passes/util.make_backend``) for one test."""
+    from byoc.backend import unregister_backend
+    from tests.passes.util import make_backend
+
+    made: list[str] = []
+
+    def make(name: str, supports, **options):
+        made.append(name)
+        return make_backend(name, supports, **options)
+
+    yield make
+    for name in made:
+        unregister_backend(name)
+
+
 FLOAT = TensorProto.FLOAT
 INT64 = TensorProto.INT64
 BOOL = TensorProto.BOOL

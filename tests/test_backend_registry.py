@@ -11,12 +11,19 @@ import pytest
 
 import byoc
 from byoc import op
-from byoc.backend import (BackendError, all_of, any_of, dtypes, fewer_than, get_backend,
-                          register_backend, unregister_backend)
+from byoc.backend import (
+    BackendError,
+    all_of,
+    any_of,
+    dtypes,
+    fewer_than,
+    get_backend,
+    register_backend,
+    unregister_backend,
+)
 from byoc.ir import Function
 from byoc.pattern import is_op, wildcard
-
-from tests.passes.util import assert_same_run, backends, module  # noqa: F401
+from tests.passes.util import assert_same_run, module
 
 
 def _calls():

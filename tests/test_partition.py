@@ -14,13 +14,25 @@ from byoc import op
 from byoc.analysis import find_regions
 from byoc.errors import ByocError, ModelError
 from byoc.ir import Call, IRModule, TupleGetItem, assert_structural_equal, post_order
-from byoc.passes import (annotate_target, compiler_begin as cb, compiler_end as ce, infer_types,
-                         merge_composite, merge_compiler_regions, partition_graph, reject_regions)
+from byoc.passes import (
+    annotate_target,
+    infer_types,
+    merge_compiler_regions,
+    merge_composite,
+    partition_graph,
+    reject_regions,
+)
+from byoc.passes import compiler_begin as cb
+from byoc.passes import compiler_end as ce
 from byoc.report import format_table, partition_report
-
 from tests.conftest import FLOAT, make_model
-from tests.passes.util import (assert_fully_offloaded, assert_same_run, backends,  # noqa: F401
-                               module, random_inputs, region_spans)
+from tests.passes.util import (
+    assert_fully_offloaded,
+    assert_same_run,
+    module,
+    random_inputs,
+    region_spans,
+)
 
 
 def create_graph(target: str = "test_target") -> IRModule:

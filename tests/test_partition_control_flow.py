@@ -23,7 +23,6 @@ from byoc.report import format_table, offload_share, partition_report
 from byoc.runtime.executor import Executable
 from tests.conftest import FLOAT, make_model
 from tests.models.make_control_flow import loop_model, scan_model
-from tests.passes.util import backends  # noqa: F401 (a fixture)
 
 
 def if_model() -> onnx.ModelProto:

@@ -7,12 +7,14 @@ import pytest
 
 from byoc import op
 from byoc.analysis import HOST_REASONS, annotate, find_regions
+from byoc.backend import resolve
 from byoc.errors import ModelError
 from byoc.ir import TupleGetItem, assert_structural_equal
-from byoc.passes import annotate_target, compiler_begin as cb, compiler_end as ce
-from byoc.backend import resolve
+from byoc.passes import annotate_target
+from byoc.passes import compiler_begin as cb
+from byoc.passes import compiler_end as ce
 
-from .util import backends, module  # noqa: F401  (backends is a fixture)
+from .util import module
 
 
 def _conv_relu_softmax():

@@ -8,10 +8,11 @@ from byoc import op
 from byoc.analysis import find_regions
 from byoc.errors import ModelError
 from byoc.ir import assert_structural_equal
-from byoc.passes import annotate_target, compiler_begin as cb, compiler_end as ce
-from byoc.passes import merge_compiler_regions
+from byoc.passes import annotate_target, merge_compiler_regions
+from byoc.passes import compiler_begin as cb
+from byoc.passes import compiler_end as ce
 
-from .util import backends, module  # noqa: F401  (backends is a fixture)
+from .util import module
 
 
 def _merged(mod, *bs):

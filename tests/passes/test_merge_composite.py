@@ -7,10 +7,10 @@ import numpy as np
 import byoc
 from byoc import op
 from byoc.ir import Call, Function, TupleGetItem, Var, assert_structural_equal
-from byoc.pattern import is_const, is_op, is_tuple_get_item, is_var, wildcard
 from byoc.passes import merge_composite
+from byoc.pattern import is_const, is_op, is_tuple_get_item, is_var, wildcard
 
-from .util import assert_same_run, backends, module, region_spans  # noqa: F401
+from .util import assert_same_run, module, region_spans
 
 CONV_RELU = is_op("Relu")(is_op("Conv")(wildcard(), is_const()))
 

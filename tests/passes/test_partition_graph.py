@@ -8,11 +8,21 @@ import numpy as np
 
 from byoc import op
 from byoc.analysis import HOST_REASONS
-from byoc.ir import (Call, Function, GlobalVar, IRModule, Span, Tuple, TupleGetItem, TupleType,
-                     Var, assert_structural_equal)
+from byoc.ir import (
+    Call,
+    Function,
+    GlobalVar,
+    IRModule,
+    Span,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Var,
+    assert_structural_equal,
+)
 from byoc.passes import annotate_target, merge_compiler_regions, partition_graph
 
-from .util import backends, module  # noqa: F401  (backends is a fixture)
+from .util import module
 
 NAME = re.compile(r"^([a-z]+)_(\w+)_[0-9a-f]{8}$")  # test backends have no "_"
 

@@ -10,7 +10,7 @@ from byoc.backend import fewer_than
 from byoc.ir import assert_structural_equal
 from byoc.pattern import is_const, is_op, wildcard
 
-from .util import assert_same_run, backends, module, region_spans  # noqa: F401
+from .util import assert_same_run, module, region_spans
 
 
 def test_a_rejected_region_is_inlined_back_with_its_reason(backends):

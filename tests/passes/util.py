@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-import pytest
 
 import byoc
 from byoc.backend import Backend, get_backend, register_backend, unregister_backend
@@ -17,20 +16,6 @@ def make_backend(name: str, supports, **options) -> Backend:
     unregister_backend(name)
     return register_backend(name, supports=supports, compile=get_backend("reference").compile,
                             **options)
-
-
-@pytest.fixture
-def backends():
-    """``backends(name, supports, **options)`` registers a test backend for one test."""
-    made: list[str] = []
-
-    def make(name: str, supports, **options) -> Backend:
-        made.append(name)
-        return make_backend(name, supports, **options)
-
-    yield make
-    for name in made:
-        unregister_backend(name)
 
 
 def module(outputs, params, names: Iterable[str] | None = None) -> IRModule:
