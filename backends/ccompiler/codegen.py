@@ -11,7 +11,7 @@ ops. Every model string reaches the source only as a sanitized identifier or an 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,22 +199,29 @@ def _header(src: CSource, func: Function, ops: list[Call], plan: Plan, names: di
 
 def node_list(src: CSource, func: Function, ops: Sequence[Call]) -> None:
     """The header lines naming the ONNX nodes a region's C came from (escaped comments): all
-    of the region's, as ``onnx_nodes`` recorded them before folding (``node_labels``)."""
-    labels = func.attrs.get("onnx_nodes") or [_node_label(call) for call in ops]
-    src.comment(f"ONNX nodes ({len(labels)}):")
+    of the region's, as ``onnx_nodes`` recorded them before folding (``node_labels``), those
+    missing from ``ops`` (the calls the C computes) marked as folded: a reader looking for a
+    node's code learns it has none."""
+    computed = _labels(ops)
+    labels = func.attrs.get("onnx_nodes") or computed
+    generated = set(computed)
+    folded = sum(label not in generated for label in labels)
+    src.comment(f"ONNX nodes ({len(labels)}" + (
+        f"; {folded} folded before code generation: constant for these shapes, or merged "
+        "into another node's weights" if folded else "") + "):")
     for label in labels:
-        src.comment(f"  {label}")
+        src.comment(f"  {label}" + ("  [folded]" if label not in generated else ""))
 
 
 def node_labels(func: Function) -> list[str]:
     """``name (Op)`` of every ONNX node of a region, in run order (composites opened)."""
+    return _labels(e for e in post_order(func.body) if isinstance(e, Call))
+
+
+def _labels(calls: Iterable[Call]) -> list[str]:
     out = []
-    for e in post_order(func.body):
-        if isinstance(e, Call):
-            if isinstance(e.op, Function):
-                out.extend(node_labels(e.op))
-            else:
-                out.append(_node_label(e))
+    for call in calls:
+        out.extend(node_labels(call.op) if isinstance(call.op, Function) else [_node_label(call)])
     return out
 
 
