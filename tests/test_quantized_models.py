@@ -10,6 +10,8 @@ that is the tolerance against default onnxruntime (docs/decisions.md, "Quantized
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import onnx
 import pytest
@@ -19,7 +21,11 @@ from byoc.cli import default_model_path
 from byoc.compare import onnxruntime_session
 
 quantization = pytest.importorskip("onnxruntime.quantization")
-BACKENDS = [None, "reference", "onnxruntime", "native", "ccompiler", "openvino"]
+# openvino is an optional extra (in the test extra too): skipped, saying why, where it is absent.
+BACKENDS = [None, "reference", "onnxruntime", "native", "ccompiler",
+            pytest.param("openvino", marks=pytest.mark.skipif(
+                importlib.util.find_spec("openvino") is None,
+                reason="openvino is not installed (pip install -e '.[openvino]')"))]
 
 
 @pytest.fixture(scope="module")
