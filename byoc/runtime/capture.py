@@ -4,11 +4,11 @@
     run["conv1_out"], "relu3" in run, len(run), run.keys()   # a read-only mapping
     run.outputs, run.times, run.events, run.bodies           # the rest, as attributes
 
-The executor's probe records what each node computes; this module adds what no node computes
-at run time: Constant nodes' outputs and initializers (as read-only views, never copied) and the
-names of Identity nodes the executor did not run (each an alias of the value it copies). A
-name the model does not have is refused before anything runs, and so is a name that lives only
-inside a region: its backend computes it where byoc cannot see.
+The executor's probe records what each node computes (Identity nodes included: the executor
+runs them); this module adds what no node computes at run time: Constant nodes' outputs and
+initializers, as read-only views, never copied. A name the model does not have is refused before
+anything runs, and so is a name that lives only inside a region: its backend computes it where
+byoc cannot see.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import value_name, walk_orders
+from ..analysis import walk_orders
 from ..errors import InputError
 from ..ir import Call, Constant, Function, GlobalVar, IRModule, Var, post_order
 
@@ -91,20 +91,14 @@ def check_wanted(mod: IRModule, wanted: set[str]) -> None:
 
 
 def complete(func: Function, probe) -> None:
-    """After a probed run of ``func`` (the executor's ``Probe``): what no kernel computed.
-    Named constants go in as read-only views, not copies; an Identity output the run did not
-    record (an Identity the executor elided) as a read-only alias of its input's record."""
+    """After a probed run of ``func`` (the executor's ``Probe``): what no kernel computed, the
+    named constants, as read-only views, not copies."""
     if not probe.recording:
         return
     record = probe.current if probe.current is not None else probe.tensors
     for e in post_order(func.body):
         if isinstance(e, Constant) and e.name and e.name not in record:
             probe.keep(e.name, _read_only(e.value), copy=False)
-        elif isinstance(e, Call) and e.op == "Identity" and e.span is not None \
-                and e.span.outputs and e.span.outputs[0] not in record:
-            source = record.get(value_name(e.args[0]))
-            if source is not None:
-                probe.keep(e.span.outputs[0], _read_only(source), copy=False)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

@@ -142,7 +142,7 @@ class Executable:
                 self._loop(plan, slots)
             else:
                 self._probed_loop(plan, slots, probe)
-                complete(plan.func, probe)  # constants, elided Identity outputs
+                complete(plan.func, probe)  # named constants: no kernel computes them
         return [slots[s] for s in plan.output_slots]
 
     def _compiled(self, plan: Plan):
