@@ -219,7 +219,8 @@ def onnxruntime_session(model, threads: int = 1, optimize: bool = True):
 def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1,
                     optimize: bool = True) -> dict[str, np.ndarray]:
     """onnxruntime's outputs by name for the same inputs."""
-    from byoc.backends.onnxruntime.values import from_ort, run_region, to_ort
+    from byoc.backends.onnxruntime.run import run_region
+    from byoc.backends.onnxruntime.values import from_ort, to_ort
 
     session = onnxruntime_session(model, threads, optimize)
     names = [o.name for o in session.get_outputs()]
@@ -227,5 +228,5 @@ def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1,
     # arrays ONNX strings are held in (onnxruntime cuts a ``<U`` array at the first NUL), and
     # bfloat16, float8 and int4 tensors go in and come out (numpy() knows none of them).
     values = [to_ort(np.asarray(v, order="C")) for v in inputs.values()]
-    outs = run_region(session, names, list(inputs), values)
+    outs = run_region(session, names, list(inputs), values, interruptible=True)
     return {name: from_ort(v) for name, v in zip(names, outs)}

@@ -6,7 +6,9 @@ workspace.
 takes the region's inputs, then its outputs (which it fills), then a table of pointers to the
 constants it reads (weights stay out of the source and its hash), then a workspace of
 ``workspace`` bytes: the planned intermediates (``plan.py``) followed by scratch shared by all
-ops. Every model string reaches the source only as a sanitized identifier or an escaped comment.
+ops. A big region's entry is cut into parts and takes many inputs and outputs in one array
+(``entry.py``). Every model string reaches the source only as a sanitized identifier or an
+escaped comment.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import numpy as np
 from byoc.analysis import value_name
 from byoc.codegen import CSource, Names, c_type, comment, shorten
 from byoc.errors import ByocError
-from byoc.ir import Call, Constant, Expr, Function, TensorType, TupleGetItem
-from byoc.ir import post_order
+from byoc.ir import Call, Constant, Expr, Function, TensorType, TupleGetItem, post_order
 
 from . import runtime_c
 from .emitter import Emit, Tensor, Unsupported
+from .entry import Arg, write_entry
 from .ops import EMITTERS, VIEW_OPS
 from .plan import Plan, plan_storage
 from .shapes import Key, concrete_types, key_of
@@ -48,6 +50,7 @@ class Generated:
     # workspace of the clock read before the first kernel and after each (-1: not profiled).
     kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     stamps: int = -1
+    arg_table: bool = False  # inputs and outputs passed in one array (entry.MAX_ARGS)
 
 
 def region_name(func: Function) -> str:
@@ -66,12 +69,19 @@ def static_arg_types(func: Function) -> list[TensorType]:
     return types
 
 
+def prepared(func: Function) -> Function:
+    """``func`` as the backend generates C for it: constant calls folded, variadic ops of many
+    inputs made trees (``wide.py``)."""
+    from .fold import fold_constants
+    from .wide import split_wide_ops
+
+    return split_wide_ops(fold_constants(func))
+
+
 def emit_c(func: Function, arg_types: Sequence[TensorType] | None = None) -> str:
     """The C source of a region for ``arg_types`` (default: its parameters' static types),
-    as the backend compiles it (constant calls folded first)."""
-    from .fold import fold_constants
-
-    return generate(fold_constants(func), arg_types).source
+    as the backend compiles it."""
+    return generate(prepared(func), arg_types).source
 
 
 class Stamps:
@@ -96,11 +106,15 @@ class Stamps:
         offset = (workspace + 63) // 64 * 64
         return offset + 8 * (len(self.kernels) + 1), offset
 
-    def begin(self, src: CSource, offset: int) -> None:
-        """At the top of the entry function."""
-        if self.on:
-            src.line(f"long long *const byoc_stamps = (long long *)(ws + {offset});")
-            src.line("byoc_stamps[0] = byoc_rt->now();")
+    def locals(self, offset: int) -> dict[str, str]:
+        """The entry's local for the slots (``entry.write_entry``'s ``locals_``)."""
+        if not self.on:
+            return {}
+        return {"byoc_stamps": f"long long *const byoc_stamps = (long long *)(ws + {offset});"}
+
+    def first(self) -> list[str]:
+        """The entry's first statements."""
+        return ["byoc_stamps[0] = byoc_rt->now();"] if self.on else []
 
 
 def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
@@ -112,18 +126,20 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
     order = post_order(func.body)
     plan = plan_storage(func.params, func.body, order, types, _is_view, is_static_input, _label)
     names = _c_names(plan)
-    body = CSource()
     ctx = Emit(CSource(), scratch_base=plan.arena_bytes, const_base=len(plan.constants))
     ops = [e for e in order if isinstance(e, Call)]
     stamps = Stamps(profile)
+    functions: dict[tuple[str, str], str] = {}
+    body = CSource()
     for index, call in enumerate(ops):
-        _emit_op(ctx, index, call, plan, types, names, body)
+        line = _emit_op(ctx, index, call, plan, types, names, functions)
+        if line:
+            body.line(line)
         stamps.after(body, call.op_name, [call.span.name] if call.span is not None else [])
     for slot, k in plan.copies:
         body.line(f"memcpy({names[id(plan.outputs[slot])]}, {names[id(plan.storage[k])]}, "
                   f"{plan.outputs[slot].nbytes});")
     workspace, at = stamps.place(max(64, plan.arena_bytes + ctx.scratch_bytes))
-    signature = _signature(plan, names)
     src = CSource()
     _header(src, func, ops, plan, names, arg_types, types)
     src.lines(runtime_c.render(ctx.needed))
@@ -133,20 +149,21 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
     src.lines(ctx.src.text())
     src.lines(ctx.tasks.text())
     src.line()
-    with src.block(f"void {SYMBOL}({signature})"):
-        stamps.begin(src, at)
-        for s, _ in plan.constants:
-            ct = c_type(s.dtype)
-            src.line(f"const {ct} *const {names[id(s)]} = (const {ct} *)consts[{s.index}];")
-        for s in sorted(plan.work, key=lambda s: s.index):
-            ct = c_type(s.dtype)
-            src.line(f"{ct} *const {names[id(s)]} = ({ct} *)(ws + {s.offset});")
-        src.lines(body.text())
+    locals_ = stamps.locals(at)
+    for s, _ in plan.constants:
+        ct = c_type(s.dtype)
+        locals_[names[id(s)]] = f"const {ct} *const {names[id(s)]} = (const {ct} *)consts[{s.index}];"
+    for s in sorted(plan.work, key=lambda s: s.index):
+        ct = c_type(s.dtype)
+        locals_[names[id(s)]] = f"{ct} *const {names[id(s)]} = ({ct} *)(ws + {s.offset});"
+    args = [Arg(f"const {c_type(s.dtype)} *", names[id(s)]) for s in plan.inputs]
+    args += [Arg(f"{c_type(s.dtype)} *", names[id(s)]) for s in plan.outputs]
+    lines = [*stamps.first(), *body.text().strip("\n").splitlines()]
+    cdef, table = write_entry(src, SYMBOL, args, locals_, lines)
     outs = tuple(types[k] for k in plan.output_keys)
-    cdef = f"void {SYMBOL}({_signature(plan, names, restrict=False)});"
     constants = (*(c.value for _, c in plan.constants), *ctx.extra_constants)
     return Generated(region_name(func), src.text(), cdef, tuple(constants), outs, workspace,
-                     runtime_c.links_library(ctx.needed), tuple(stamps.kernels), at)
+                     runtime_c.links_library(ctx.needed), tuple(stamps.kernels), at, table)
 
 
 def _is_view(call: Call) -> bool:
@@ -170,21 +187,6 @@ def _c_names(plan: Plan) -> dict[int, str]:
         if id(s) not in out:
             out[id(s)] = spaces[s.kind].unique(s.label)
     return out
-
-
-def _signature(plan: Plan, names: dict[int, str], restrict: bool = True) -> str:
-    """Inputs, outputs, then the constants (an array of pointers: a model can have a thousand
-    weights, and a thousand parameters make a slow compile and a slow call), then the
-    workspace."""
-    r = " restrict" if restrict else ""
-    parts = []
-    for s in plan.inputs:
-        parts.append(f"const {c_type(s.dtype)} *{r} {names[id(s)]}")
-    for s in plan.outputs:
-        parts.append(f"{c_type(s.dtype)} *{r} {names[id(s)]}")
-    parts.append("const void *const *consts")
-    parts.append(f"char *{r} ws")
-    return ", ".join(parts)
 
 
 def _header(src: CSource, func: Function, ops: list[Call], plan: Plan, names: dict[int, str],
@@ -234,11 +236,13 @@ def _fmt(t: TensorType) -> str:
 
 
 def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, TensorType],
-             names: dict[int, str], body: CSource) -> None:
-    """The op's code as a function of its tensors (in ``ctx.src``), and its call (in ``body``).
+             names: dict[int, str], functions: dict[tuple[str, str], str]) -> str:
+    """The op's code as a function of its tensors (in ``ctx.src``); its call, for the entry.
 
     One function per op rather than one block each in a single function: compilers take time
-    superlinear in a function's size, and a region can hold a thousand ops.
+    superlinear in a function's size, and a region can hold a thousand ops. An op whose
+    function would be the same as an earlier one's (the same op on the same shapes: a model's
+    repeated layers) calls that one (``functions``: signature and body -> name).
     """
     n_out = len(call.type.fields) if not isinstance(call.type, TensorType) else 1
     out_storage = [plan.storage[(call, k)] for k in range(n_out)]
@@ -246,8 +250,7 @@ def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, Ten
     aliased = (_is_view(call) and source is not None
                and out_storage[0] is plan.storage[key_of(source)])
     if aliased and n_out == 1:
-        body.line(comment(f"{_node_label(call)}: a view of its input, no code"))
-        return
+        return comment(f"{_node_label(call)}: a view of its input, no code")
     emit = EMITTERS.get(call.op)  # type: ignore[arg-type]
     if emit is None:
         raise Unsupported(f"no emitter for {call.op_name}")
@@ -276,10 +279,22 @@ def _emit_op(ctx: Emit, index: int, call: Call, plan: Plan, types: dict[Key, Ten
         outs.append(Tensor(f"o{k}", tuple(t.shape), t.dtype))  # type: ignore[arg-type]
     label = comment(_node_label(call))
     fn = f"byoc_op{index}"
-    ctx.src.line(label)
     params += ["const void *const *consts", "char *ws"]
-    with ctx.src.block(f"static BYOC_NOINLINE void {fn}({', '.join(params)})"):
-        ctx.begin_op(fn, params)
-        emit(ctx, call, ins, outs)
-    ctx.src.line()
-    body.line(f"{fn}({', '.join([*args, 'consts', 'ws'])});  {label}")
+    outer, ctx.src = ctx.src, CSource()
+    try:
+        with ctx.src.block():
+            ctx.begin_op(fn, params)
+            emit(ctx, call, ins, outs)
+        body = ctx.src.text()
+    finally:
+        ctx.src = outer
+    signature = ", ".join(params)
+    if (signature, body) in functions:  # the same C as an earlier op's (its parallel tasks,
+        fn = functions[(signature, body)]  # named after it, would make the body differ)
+    else:
+        functions[(signature, body)] = fn
+        outer.line(label)
+        outer.line(f"static BYOC_NOINLINE void {fn}({signature})")
+        outer.lines(body)
+        outer.line()
+    return f"{fn}({', '.join([*args, 'consts', 'ws'])});  {label}"

@@ -30,9 +30,8 @@ from byoc.ir import Function, TensorType
 from byoc.runtime.threads import build_threads
 
 from . import pool, runtime_c
-from .codegen import SYMBOL, Generated, generate, node_labels, region_name
+from .codegen import SYMBOL, Generated, generate, node_labels, prepared, region_name
 from .emitter import Unsupported
-from .fold import fold_constants
 
 Signature = tuple[tuple[tuple[int, ...], np.dtype], ...]
 
@@ -134,6 +133,7 @@ class Specialization:
         self._outs = [(tuple(t.shape), np.dtype(t.dtype), _decl(t.dtype))
                       for t in generated.out_types]
         self._spare: list[tuple[np.ndarray, object]] = []
+        self._arg_table = generated.arg_table  # inputs and outputs in one array (many)
         # Only outputs of min_bytes or more are ever kept: regions with none skip the recycler
         # (and its locks) on every call.
         big = any(math.prod(shape) * dtype.itemsize >= _Recycler.min_bytes
@@ -159,8 +159,12 @@ class Specialization:
             ws = self._spare.pop() if self._spare else self._workspace()
         try:
             self._use_threads(self.threads)  # the pool's count for this thread's call
-            self._fn(*[ptr(d, a) for d, a in zip(self._in_decls, arrays)],
-                     *[ptr(d, o) for (_, _, d), o in zip(self._outs, outs)], self._consts, ws[1])
+            pointers = [*(ptr(d, a) for d, a in zip(self._in_decls, arrays)),
+                        *(ptr(d, o) for (_, _, d), o in zip(self._outs, outs))]
+            if self._arg_table:  # the buffers stay alive in ``pointers`` beside the table
+                self._fn(self._ffi.new("void *[]", pointers), self._consts, ws[1])
+            else:
+                self._fn(*pointers, self._consts, ws[1])
             if self.on_stamps is not None:  # built for --profile: the kernels' clock reads
                 g = self.generated
                 self.on_stamps(g, np.frombuffer(ws[0], np.int64, len(g.kernels) + 1, g.stamps))
@@ -212,9 +216,10 @@ class CompiledRegion:
 
     @classmethod
     def _folded(cls, func: Function) -> Function:
-        """``func`` prepared and its constant calls folded, its ONNX nodes listed first (the
-        C's header names them all, folded or not)."""
-        return fold_constants(cls.prepare(func.with_attrs(onnx_nodes=node_labels(func))))
+        """``func`` prepared, its constant calls folded and its wide ops made trees
+        (``codegen.prepared``), its ONNX nodes listed first (the C's header names them all,
+        folded or not)."""
+        return prepared(cls.prepare(func.with_attrs(onnx_nodes=node_labels(func))))
 
     @classmethod
     def source_for(cls, func: Function, arrays: Sequence[np.ndarray]) -> Generated:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from byoc.ir import Call, Constant, TensorType, TupleType
 
 Check = Callable[[Call], "bool | str"]
+MAX_OUTPUTS = 64  # of one op (variadic inputs are made trees instead: wide.py)
 
 F32 = frozenset({"float32"})
 NUM = frozenset({"float32", "int64", "int32"})
@@ -109,6 +110,12 @@ def _quant_params(call: Call) -> bool | str:
     return True
 
 
+def _few_outputs(call: Call) -> bool | str:
+    # One C parameter per output: a split into thousands would be a function gcc cannot build.
+    n = len(call.type.fields) if isinstance(call.type, TupleType) else 1
+    return n <= MAX_OUTPUTS or f"{call.op} into {n} outputs (at most {MAX_OUTPUTS})"
+
+
 UNARY_FLOAT = """Exp Log Sqrt Reciprocal Floor Ceil Round Sin Cos Tan Tanh Sigmoid LeakyRelu Elu
 Selu Celu Softplus Softsign HardSigmoid HardSwish Erf Mish ThresholdedRelu""".split()
 UNARY_NUM = "Abs Neg Relu Sign".split()
@@ -162,7 +169,7 @@ RULES: dict[str, Rule] = {
     "Unsqueeze": Rule(DATA, static=(1,)),
     "Transpose": Rule(DATA),
     "Concat": Rule(DATA),
-    "Split": Rule(DATA, static=(1,)),
+    "Split": Rule(DATA, static=(1,), check=_few_outputs),
     "Slice": Rule(DATA, static=(1, 2, 3, 4)),
     "Gather": Rule(DATA, inputs=((1, INDEX),)),
     "Expand": Rule(DATA, static=(1,)),

@@ -19,6 +19,7 @@ from byoc.backends.ccompiler import runtime_c
 from byoc.backends.ccompiler.codegen import (SYMBOL, Generated, Stamps, node_list, region_name,
                                               static_arg_types)
 from byoc.backends.ccompiler.emitter import Emit, Tensor, Unsupported
+from byoc.backends.ccompiler.entry import Arg, write_entry
 from byoc.backends.ccompiler.loops import (broadcast_strides, coalesce, contiguous_strides,
                                           loop_nest)
 from byoc.backends.ccompiler.ops import EMITTERS, VIEW_OPS
@@ -46,19 +47,19 @@ class _Region:
         self.names = Names("v_")
         self.ptr: dict[Key, str] = {}
         self.constants: list[np.ndarray] = []
-        self.params: list[str] = []
+        self.args: list[Arg] = []  # the entry's inputs and outputs
         self.results: list[Key] = []
         self.copies: list[tuple[str, Key]] = []  # (output pointer, value) copied at the end
         for p in func.params:
             t = types[(p, 0)]
             name = self.names.unique("in_" + p.name)
             self.ptr[(p, 0)] = name
-            self.params.append(f"const {c_type(t.dtype)} *{name}")
+            self.args.append(Arg(f"const {c_type(t.dtype)} *", name, restrict=False))
         body = func.body
         for k, f in enumerate(body.fields if isinstance(body, Tuple) else (body,)):
             t = types[key_of(f)]
             name = self.names.unique(f"out{k}")
-            self.params.append(f"{c_type(t.dtype)} *{name}")
+            self.args.append(Arg(f"{c_type(t.dtype)} *", name, restrict=False))
             if key_of(f) in self.ptr or key_of(f) in self.results or isinstance(f, Constant):
                 self.copies.append((name, key_of(f)))
             else:
@@ -117,15 +118,14 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
     src.lines(ctx.protos.text())  # the kernels' parallel tasks, written after the kernels
     src.lines(ctx.src.text())
     src.lines(ctx.tasks.text())
-    signature = ", ".join([*region.params, "const void *const *consts", "char *ws"])
     workspace, at = stamps.place(max(64, plan.arena_bytes + ctx.scratch_bytes))
-    with src.block(f"void {SYMBOL}({signature})"):
-        stamps.begin(src, at)
-        src.lines(body.text())
+    lines = [*stamps.first(), *body.text().strip("\n").splitlines()]
+    cdef, table = write_entry(src, SYMBOL, region.args, stamps.locals(at), lines)
     outs = func.body.fields if isinstance(func.body, Tuple) else (func.body,)
-    return Generated(region_name(func), src.text(), f"void {SYMBOL}({signature});",
+    return Generated(region_name(func), src.text(), cdef,
                      (*region.constants, *ctx.extra_constants), tuple(types[key_of(f)] for f in outs),
-                     workspace, runtime_c.links_library(ctx.needed), tuple(stamps.kernels), at)
+                     workspace, runtime_c.links_library(ctx.needed), tuple(stamps.kernels), at,
+                     table)
 
 
 def _read_outside(func: Function, groups: list[Group]) -> set[Key]:

@@ -30,6 +30,7 @@ from byoc.ir import Call, Expr, TensorType
 from byoc.passes.fuse_ops import Group
 
 EPILOGUE_MASTERS = frozenset({"Conv", "MatMul", "Gemm"})
+MAX_KERNEL_ARGS = 64  # inputs and outputs of a fused kernel's C function
 
 
 @dataclass(eq=False)
@@ -60,13 +61,16 @@ def split_groups(groups: list[Group], types: dict[Key, TensorType], read_outside
     kernels = []
     for g in groups:
         kind = _kind(g, types, read_outside)
-        if kind is None:
-            kernels.extend(_kernel("op", [n], read_outside) for n in g.nodes)
-        elif kind == "epilogue":
+        fused = None
+        if kind == "epilogue":
             rest = [n for n in g.nodes if n is not g.master]
-            kernels.append(_kernel(kind, [g.master, *rest], read_outside, root=g.root))
-        else:
-            kernels.append(_kernel(kind, g.nodes, read_outside, root=g.root))
+            fused = _kernel(kind, [g.master, *rest], read_outside, root=g.root)
+        elif kind is not None:
+            fused = _kernel(kind, g.nodes, read_outside, root=g.root)
+        if fused is not None and len(fused.inputs) + len(fused.outputs) <= MAX_KERNEL_ARGS:
+            kernels.append(fused)
+        else:  # one C function per op (a fused one of thousands of pointers gcc cannot build)
+            kernels.extend(_kernel("op", [n], read_outside) for n in g.nodes)
     return kernels
 
 

@@ -22,7 +22,8 @@ from byoc.op.host_kernels import one_node_model
 from byoc.runtime.devices import Device, register_device
 from byoc.runtime.threads import build_threads
 
-from .values import describe, from_ort, run_region, to_ort
+from .run import run_region
+from .values import describe, from_ort, to_ort
 
 _verdicts: dict[tuple, bool | str] = {}
 _lock = threading.Lock()
@@ -120,7 +121,7 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     names = [i.name for i in session.get_inputs()]
     assert len(names) == len(func.params), (names, [p.name for p in func.params])
 
-    def run(*values):
+    def run(*values):  # control flow stays on the host: a region never loops for ever
         return run_region(session, outs, names, values)
 
     return run

@@ -5,7 +5,7 @@ array (ml_dtypes) is handed over as its raw bytes with the ONNX type named, 4- a
 (one element per byte in ml_dtypes) packed as ONNX packs them, low bits first; coming back,
 ``numpy()`` knows none of them, so their bytes are read from the tensor's buffer. Strings
 cannot become OrtValues at all: they stay numpy object arrays "on" the device, and a region
-fed one runs through ``session.run`` (see ``run_region``).
+fed one runs through ``session.run`` (see ``run.py``).
 """
 
 from __future__ import annotations
@@ -66,14 +66,6 @@ def describe(value: Any) -> tuple[tuple[int, ...], str]:
         return (), value.data_type()
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(value.element_type()))
     return tuple(value.shape()), dtype.name
-
-
-def run_region(session: Any, outs: list[str], names: list[str], values: list[Any]) -> tuple:
-    """Run the session on device values: OrtValues in and out, unless a string (a numpy
-    array) is among them; then numpy arrays in and out (byoc's device holds both)."""
-    if not any(isinstance(v, np.ndarray) for v in values):
-        return tuple(session.run_with_ort_values(outs, dict(zip(names, values))))
-    return tuple(session.run(outs, {n: from_ort(v) for n, v in zip(names, values)}))
 
 
 def _numpy_own(dtype: np.dtype) -> bool:

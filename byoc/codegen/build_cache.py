@@ -33,6 +33,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import sysconfig
@@ -83,6 +84,10 @@ class CompileError(BuildError):
 
 class CacheError(BuildError):
     """The cache folder cannot be made safe (not ours), or cannot be written (full disk)."""
+
+
+class CompileTimeout(BuildError):
+    """The C compiler ran past ``compile_timeout()``; its process group was killed."""
 
 
 class ToolchainError(BuildError):
@@ -155,9 +160,39 @@ def compiler_command() -> list[str]:
     return shlex.split(cc)
 
 
+def compile_timeout() -> float:
+    """Seconds a compile may take (``$BYOC_COMPILE_TIMEOUT``, default 600)."""
+    value = os.environ.get("BYOC_COMPILE_TIMEOUT", "")
+    try:
+        return float(value) if float(value) > 0 else _COMPILE_TIMEOUT_S
+    except ValueError:
+        return _COMPILE_TIMEOUT_S
+
+
 def _run(cmd: list[str], cwd: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace",
-                          timeout=_COMPILE_TIMEOUT_S, check=False)
+    """Run the compiler in a process group of its own, so that when it takes too long (or the
+    run is interrupted) the whole group is killed: gcc's cc1 and as with it, none orphaned.
+    A compile over its time is a BuildError like a failed one (``fallback="host"`` takes it)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=compile_timeout())
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise CompileTimeout(f"the C compiler took more than {compile_timeout():g} s "
+                             f"({os.path.basename(cmd[0])}; set BYOC_COMPILE_TIMEOUT)") from None
+    except BaseException:  # KeyboardInterrupt: no compiler left running behind us
+        _kill_group(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.communicate()
 
 
 @functools.lru_cache(maxsize=1)
@@ -275,8 +310,10 @@ def _compile(target: Path, text: str, label: str, opt: tuple[str, ...], args) ->
         # the C file's name, so concurrent builds of one module then write the same bytes.
         cmd = [*cc, *opt, *flags, "-fPIC", *args(Path(c_file.name), Path(built.name))]
         start = time.perf_counter()
-        done = _run(cmd, cwd=str(tmp))
-        STATS.seconds += time.perf_counter() - start
+        try:
+            done = _run(cmd, cwd=str(tmp))
+        finally:
+            STATS.seconds += time.perf_counter() - start
         if done.returncode != 0 or not built.is_file():
             kept = _private_dir(folder / "failed") / c_file.name
             with _writing(folder):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Call
+from ..runtime import limits
 from .host_kernels import Kernel, KernelContext
 
 
@@ -42,6 +43,7 @@ def loop_kernel(call: Call, ctx: KernelContext) -> Kernel:
         max_trips = None if trip_count is None else int(np.asarray(trip_count).reshape(-1)[0])
         keep_going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
         scans: list[list[np.ndarray]] | None = None
+        growth = limits.Growth("the Loop's scan outputs")
         i = 0
         while keep_going and (max_trips is None or i < max_trips):
             outs = run(body, [np.array(i, np.int64), np.array(keep_going), *carried, *captures])
@@ -52,6 +54,8 @@ def loop_kernel(call: Call, ctx: KernelContext) -> Kernel:
             for acc, v in zip(scans, outs[1 + n_carried:]):
                 acc.append(v)
             i += 1
+            if scans:  # a loop that never stops must not take all memory first
+                growth.add(sum(getattr(v, "nbytes", 0) for v in outs[1 + n_carried:]), i)
         n_scan = len(body.body.fields) - 1 - n_carried if hasattr(body.body, "fields") else 0
         if scans is None:  # zero iterations: empty scan outputs of the body's declared dtypes
             scans = [[] for _ in range(n_scan)]

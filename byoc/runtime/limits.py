@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +26,48 @@ def max_tensor_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 1 << 36
+
+
+def room() -> int:
+    """Bytes byoc may still allocate now: ``max_tensor_bytes``, the address space left under
+    the process's RLIMIT_AS, and the memory the kernel reports available (Linux)."""
+    left = max_tensor_bytes()
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm", encoding="ascii") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            left = min(left, soft - used)
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    left = min(left, int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, left)
+
+
+class Growth:
+    """Bytes a kernel keeps piling up (a Loop's scan outputs, one slice per iteration), held to
+    ``room()`` as they grow: looked at each time they pass a quarter more than at the last look,
+    so a runaway loop is stopped while stacking what it has (as much again) still fits."""
+
+    def __init__(self, what: str):
+        self.what, self.bytes, self._next = what, 0, 1 << 20
+
+    def add(self, nbytes: int, steps: int) -> None:
+        self.bytes += nbytes
+        if self.bytes < self._next:
+            return
+        self._next = self.bytes + self.bytes // 4
+        # until the next look they may grow by a quarter, and stacking needs as much again
+        left = room()
+        if self.bytes * 5 // 2 > left:
+            raise MemoryError(f"refused to allocate: {self.what} hold {self.bytes:,} bytes after "
+                              f"{steps:,} iterations and go on growing; stacking them would "
+                              f"take more than the {left:,} bytes byoc may still allocate "
+                              f"(BYOC_MAX_TENSOR_BYTES, the address-space limit, free memory)")
 
 
 def too_big(shape: Sequence[int], itemsize: int) -> str | None:
