@@ -143,3 +143,30 @@ def test_the_partition_table_fits_120_columns_and_the_json_keeps_whole_names(tmp
                                  "--json").stdout)["regions"][0]
     assert region["inputs"] == ["input_" + "x" * 100] and len(region["nodes"][0]) > 100
     assert region["bytes_symbolic"] == [] and region["bytes_in"] == 64
+
+
+def test_the_table_cuts_op_types_after_whole_entries_never_a_backend_and_explains_unknown_sizes():
+    """Shortened cells stay readable: a backend's name whole (``--backend`` takes it), op types
+    as whole entries and how many more, a ``?`` size explained."""
+    from byoc.report import format_table
+
+    ops = {"Mul": 90, "Conv": 57, "Add": 44, "HardSwish": 20, "Transpose": 3, "Softmax": 1,
+           "LayerNormalization": 2, "GlobalAveragePool": 1}
+    region = {"name": "onnxruntime_" + "p2o_Conv_" * 9 + "_b97c2d99", "backend": "onnxruntime",
+              "nodes": ["n"] * 218, "op_types": ops, "inputs": ["x" * 60],
+              "outputs": ["y" * 60, "z"], "bytes_in": None, "bytes_out": 2560,
+              "bytes_symbolic": []}
+    report = {"regions": [region], "host_nodes": [], "reasons": {},
+              "offload": {"main": {"nodes": 218, "offloaded": 218},
+                          "bodies": {"nodes": 0, "offloaded": 0}}}
+    lines = format_table(report).splitlines()
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+    header, row = lines[0], lines[1]
+    start = header.index("op types")
+    cell = row[start:header.index("inputs")].strip()
+    assert row.split()[2] == "onnxruntime" and "..." not in cell, row
+    shown, _, more = cell.rpartition(" (+")
+    entries = shown.split(", ")
+    expected = [f"{n} {op}" if n > 1 else op for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]
+    assert entries == expected[:len(entries)] and more == f"{len(ops) - len(entries)})", cell
+    assert any(line.startswith("? sizes the types do not tell") for line in lines)

@@ -14,15 +14,18 @@ nodes (an If, Loop or Scan counts as one host node of its parent) in main and in
 
 Bytes are what crosses a region's boundary per run (its arguments and results), from the types,
 a symbolic dim (batch) counted as 1 and named in ``bytes_symbolic`` (the table marks such sizes
-with ``*``); None where a dim is unknown. Bound constants do not cross, so they do not count.
+with ``*``); None where a dim is unknown (``?`` in the table, with a note saying why). Bound
+constants do not cross, so they do not count.
 
 The table fits ``WIDTH`` columns: long names are shortened in the middle (a region keeps its
-backend and its hash); the JSON has them whole.
+backend and its hash), op types cut after a whole entry (``90 Mul, 57 Conv (+28)``); the JSON has
+them whole.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
@@ -112,33 +115,41 @@ def _symbolic(types) -> list[str]:
 WIDTH = 120  # columns the table fits in
 HEADER = ("#", "region", "backend", "nodes", "op types", "inputs", "outputs", "bytes in/out")
 # The narrowest each column gets to fit WIDTH (None: never shortened). A region's name keeps
-# room for its backend, the start of its first node and its hash.
-FLOORS = (None, 30, 9, None, 12, 12, 12, None)  # "#": the number extract --region takes
+# room for its backend, the start of its first node and its hash; a backend's name, which
+# --backend takes, is never cut.
+FLOORS = (None, 30, None, None, 12, 12, 12, None)  # "#": the number extract --region takes
+
+#: A table cell: its whole width, and its text fitted to a given width.
+Cell = tuple[int, Callable[[int], str]]
 
 
 def format_table(report: dict, explain: bool = False) -> str:
     """The report as a table, one region a row, at most ``WIDTH`` columns; with ``explain``,
     each host node and why."""
-    rows: list[tuple[tuple[str, str], ...]] = [tuple((h, "") for h in HEADER)]
+    rows: list[tuple[Cell, ...]] = [tuple(_text(h) for h in HEADER)]
     symbolic: set[str] = set()
+    unknown = False
     for k, r in enumerate(report["regions"]):
-        ops = ", ".join(f"{n} {op}" if n > 1 else op for op, n in
-                        sorted(r["op_types"].items(), key=lambda kv: (-kv[1], kv[0])))
+        ops = [f"{n} {op}" if n > 1 else op for op, n in
+               sorted(r["op_types"].items(), key=lambda kv: (-kv[1], kv[0]))]
         marked = "*" if r.get("bytes_symbolic") else ""
         symbolic.update(r.get("bytes_symbolic") or ())
-        # Each cell is (text that may be shortened, suffix kept whole).
-        rows.append(((str(k), ""), (show(r["name"]), ""), (show(str(r["backend"])), ""),
-                     (str(len(r["nodes"])), ""), (ops, ""), _names(r["inputs"]),
+        unknown = unknown or r["bytes_in"] is None or r["bytes_out"] is None
+        rows.append((_text(str(k)), _text(show(r["name"])), _text(show(str(r["backend"]))),
+                     _text(str(len(r["nodes"]))), _entries(ops), _names(r["inputs"]),
                      _names(r["outputs"]),
-                     (f"{_size(r['bytes_in'])} / {_size(r['bytes_out'])}{marked}", "")))
-    widths = _fit([[len(a) + len(b) for a, b in column] for column in zip(*rows)])
-    lines = ["  ".join(_shorten(text, w - len(suffix)).__add__(suffix).ljust(w)
-                       for (text, suffix), w in zip(row, widths)).rstrip() for row in rows]
+                     _text(f"{_size(r['bytes_in'])} / {_size(r['bytes_out'])}{marked}")))
+    widths = _fit([[width for width, _ in column] for column in zip(*rows)])
+    lines = ["  ".join(fit(w).ljust(w) for (_, fit), w in zip(row, widths)).rstrip()
+             for row in rows]
     if symbolic:
         named = ", ".join(show(d) for d in sorted(symbolic)[:4])
         more = f" and {len(symbolic) - 4} more" if len(symbolic) > 4 else ""
         lines.append(_shorten(f"* sizes with the symbolic dims ({named}{more}) counted as 1",
                               WIDTH))
+    if unknown:
+        lines.append("? sizes the types do not tell: a dim with no name (? in byoc info), or an "
+                     "unknown shape or dtype")
     offloaded = sum(len(r["nodes"]) for r in report["regions"])
     total = offloaded + len(report["host_nodes"])
     lines.append(f"{len(report['regions'])} region(s), numbered from 0 as extract --region and "
@@ -161,11 +172,37 @@ def offload_share(report: dict, where: str = "bodies") -> float:
     return count["offloaded"] / count["nodes"] if count["nodes"] else 0.0
 
 
-def _names(names: list[str]) -> tuple[str, str]:
+def _text(text: str, suffix: str = "") -> Cell:
+    """``text``, shortened in the middle if need be, then ``suffix`` whole."""
+    return len(text) + len(suffix), lambda width: _shorten(text, width - len(suffix)) + suffix
+
+
+def _names(names: list[str]) -> Cell:
     """The first name (to shorten if need be) and how many more there are."""
     if not names:
-        return "-", ""
-    return show(names[0]), f" (+{len(names) - 1})" if len(names) > 1 else ""
+        return _text("-")
+    return _text(show(names[0]), f" (+{len(names) - 1})" if len(names) > 1 else "")
+
+
+def _entries(entries: list[str]) -> Cell:
+    """A list cut after a whole entry, not inside one, saying how many more there are (as a
+    names cell does): ``90 Mul, 57 Conv (+28)``."""
+    text = ", ".join(entries)
+
+    def fit(width: int) -> str:
+        if len(text) <= width:
+            return text
+        used = 0
+        for k, entry in enumerate(entries):
+            more = f" (+{len(entries) - k - 1})"
+            used += len(entry) + (2 if k else 0)
+            if used + len(more) > width:
+                if k == 0:  # not even one whole entry: the first one shortened
+                    return _shorten(entry, width - len(more)) + more
+                return ", ".join(entries[:k]) + f" (+{len(entries) - k})"
+        return text
+
+    return len(text), fit
 
 
 def _fit(lengths: list[list[int]], gap: int = 2) -> list[int]:
