@@ -223,6 +223,7 @@ def _source(backend: str, func: Function, inputs: list[np.ndarray]) -> tuple[str
     except Exception as exc:  # the case is still worth writing: its inputs show the bug
         return None, f"{backend} generates no C for these shapes: {type(exc).__name__}: {exc}"
 
+
 def _readme(region: Region, backend: str, inputs, outputs, why_no_c: str = "") -> str:
     def cell(name: str) -> str:  # one line, printable, and no `|` ending a table cell
         return show(name).replace("|", "\\|")
@@ -238,8 +239,9 @@ Replay it on the backend, comparing with the recorded outputs (exit 0 if they ma
     byoc repro . --backend {backend}
 
 The outputs in `test_data_set_0/` come from byoc's host executor on the whole model; the
-comparison is element-wise, `|got - want| <= atol + rtol * |want|` (float32: atol 1e-5, rtol
-1e-4; `--atol`/`--rtol` to change them), integers and bools must be equal. onnxruntime replays
+comparison is element-wise, `|got - want| <= atol + rtol * |want|` (float32: rtol 1e-4, atol
+1e-5 or 1e-5 of the largest recorded value if that is more; `--atol`/`--rtol` set them), integers
+and bools must be equal. onnxruntime replays
 the same files: `model.onnx` with `test_data_set_0/input_*.pb`.{chr(10) + chr(10) + show(why_no_c) if why_no_c else ""}
 
 ONNX nodes in the region: {", ".join(f"`{show(n)}`" for n in region.nodes[:50])}{" ..." if len(region.nodes) > 50 else ""}
@@ -379,7 +381,8 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
             mid = (lo + hi) // 2
             prefix = "|".join(re.escape(n) for n in names[:mid + 1])
             sub = select(mod, backend, name_regex=f"^(?:{prefix})$")
-            if any(_bad(sub, values, attrs, atol, rtol)):
+            off, failed = _bad(sub, values, attrs, atol, rtol)
+            if off or failed:
                 hi = mid
             else:
                 lo = mid + 1

@@ -81,7 +81,7 @@ def cmd_bisect(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("extract", help="one region as a standalone ONNX test case")
-    model_arg(p)
+    model_arg(p, optional=True)
     input_args(p)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--region", type=int, metavar="K",
@@ -103,7 +103,7 @@ def register(sub) -> None:
     p.set_defaults(fn=cmd_repro)
 
     p = sub.add_parser("bisect", help="find the first region and node a backend gets wrong")
-    model_arg(p)
+    model_arg(p, optional=True)
     input_args(p)
     p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect",
                    help="where to extract a repro of the first bad node (default byoc-bisect)")

@@ -114,6 +114,14 @@ def test_the_planted_maxpool_padding_bug_is_caught(tmp_path, model_path, zero_pa
     assert regions(part)[result.index].name == result.region.name
 
 
+def test_extract_and_bisect_default_to_the_embedded_model(tmp_path):
+    """As run, partition and build do: a newcomer tries the tools before having a model."""
+    r = run_cli("bisect", "--backend", "reference", cwd=tmp_path)
+    assert r.returncode == 0 and "no region differs" in r.stdout, r.stderr
+    r = run_cli("extract", "--backend", "ccompiler", "--region", "0", "-o", "case", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "case" / "region.c").exists(), r.stderr
+
+
 def test_region_numbers_agree_across_partition_bisect_and_extract(tmp_path, model_path):
     table = run_cli("partition", model_path, "--backend", "ccompiler", cwd=tmp_path).stdout
     assert table.splitlines()[0].startswith("#") and "\n0 " in table
