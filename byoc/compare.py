@@ -42,7 +42,7 @@ def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None,
     ``ATOL_SCALE`` times ``scale``, the reference's largest magnitude)."""
     default_atol, default_rtol = TOLERANCES.get(dtype, DEFAULT_TOLERANCE)
     if atol is None:
-        atol = max(default_atol, ATOL_SCALE.get(dtype, 1e-6) * scale)
+        atol = max(default_atol, ATOL_SCALE.get(dtype, ATOL_SCALE["float32"]) * scale)
     return atol, default_rtol if rtol is None else rtol
 
 

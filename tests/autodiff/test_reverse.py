@@ -72,7 +72,7 @@ def test_lifted_weights_keep_their_stored_values_as_defaults(tmp_path):
     np.testing.assert_allclose(out["grad:W"], x.T @ (z2 > 0))
     assert "defaults={" in g.astext()
     exported = byoc.to_onnx(g)
-    assert sorted(t.name for t in exported.graph.initializer if t.name in "Wb") == ["W", "b"]
+    assert sorted(t.name for t in exported.graph.initializer if t.name in ("W", "b")) == ["W", "b"]
     theirs = onnxruntime_session(exported, optimize=False).run(["loss", "grad:W"], {"x": x})
     np.testing.assert_allclose(theirs[0], np.maximum(z, 0).sum())
     np.testing.assert_allclose(theirs[1], x.T @ (z > 0))
