@@ -190,6 +190,8 @@ def write_case(region: Region, backend: str, out_dir: str, inputs: list[np.ndarr
 
     model = export_function(region.func, dict(opsets or {}) or None,
                             input_names=region.input_names, output_names=region.output_names)
+    _declare_unknown_ranks(model, dict(zip(region.input_names + region.output_names,
+                                           [*inputs, *outputs])))
     onnx.checker.check_model(model, full_check=True)
     with OutputFolder(out_dir, force=force, protect=protect) as out:
         onnx.save(model, out.path("model.onnx"))
@@ -206,6 +208,19 @@ def write_case(region: Region, backend: str, out_dir: str, inputs: list[np.ndarr
             f.write(_readme(region, backend, inputs, outputs, why))
     files = out.files
     return Case(out_dir, region, backend, files)
+
+
+def _declare_unknown_ranks(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]) -> None:
+    """ONNX's checker wants a shape on every graph input and output: where the region's type
+    has no rank (a value in a body ONNX's shape inference did not reach), the recorded tensor's
+    shape stands in, as the case holds only that tensor."""
+    for value in (*model.graph.input, *model.graph.output):
+        tensor = value.type.tensor_type
+        if value.type.HasField("tensor_type") and not tensor.HasField("shape") \
+                and value.name in arrays:
+            tensor.shape.SetInParent()
+            for d in np.shape(arrays[value.name]):
+                tensor.shape.dim.add().dim_value = d
 
 
 def _source(backend: str, func: Function, inputs: list[np.ndarray]) -> tuple[str | None, str]:
@@ -314,6 +329,7 @@ class BisectResult:
     case: Case | None = None
     index: int | None = None  # the bad region's number
     error: str = ""  # what the backend said, if it failed rather than differed
+    in_bodies: int = 0  # regions inside If/Loop/Scan bodies, not bisected (numbered after main's)
 
 
 def region_module(region: Region, attrs: Mapping | None = None) -> IRModule:
@@ -363,8 +379,9 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
     """
     if out_dir is not None:
         check_output_folder(out_dir, force)
-    # main's regions only: the node search below annotates ranges of main.
-    found = regions(partition(mod, backends=[backend]), bodies=False)
+    # main's regions only (numbered first): the node search below annotates ranges of main.
+    every = regions(partition(mod, backends=[backend]))
+    found = [r for r in every if not r.scope]
     attrs = mod.attrs
     values: dict[str, np.ndarray] = dict(build(mod).run(inputs, capture="all"))
     values.update({k: np.asarray(v) for k, v in inputs.items()})
@@ -394,4 +411,4 @@ def bisect(mod: IRModule, backend: str, inputs: Mapping[str, np.ndarray],
             case = extract(mod, backend, out_dir, inputs, nodes=(node, node), force=force,
                            protect=protect)
         return BisectResult(region, node, op, bad, k + 1, case, k, error)
-    return BisectResult(None, None, None, [], len(found))
+    return BisectResult(None, None, None, [], len(found), in_bodies=len(every) - len(found))

@@ -64,8 +64,13 @@ def cmd_bisect(args) -> int:
                     force=args.force, protect=read_paths(args),
                     atol=args.atol, rtol=args.rtol)
     if result.region is None:
-        print(f"no region differs: all {result.checked} region(s) (numbered from 0, as in "
-              "byoc partition) match the host")
+        print(f"no region differs: all {result.checked} region(s) of main (numbered from 0, as "
+              "in byoc partition) match the host")
+        if result.in_bodies:
+            first = result.checked
+            print(f"the {result.in_bodies} region(s) inside If/Loop/Scan bodies ({first} to "
+                  f"{first + result.in_bodies - 1}) are not bisected: check one with byoc extract "
+                  "--region K and byoc repro")
         return 0
     print(f"first bad region: {result.index} {result.region.name} (regions numbered from 0, "
           f"as in byoc partition and extract --region)")

@@ -13,6 +13,7 @@ from byoc.backend import register_backend, unregister_backend
 from byoc.extract import bisect, extract, load_case, regions, repro
 from byoc.ir import Call, Function, rewrite
 from tests.bad_inputs.test_bad_models import run_cli
+from tests.conftest import FLOAT
 
 BACKENDS = ["reference", "ccompiler", "native", "onnxruntime"]
 
@@ -112,6 +113,54 @@ def test_the_planted_maxpool_padding_bug_is_caught(tmp_path, model_path, zero_pa
     # Numbered as partition numbers it: extract --region of that number is that region.
     part = byoc.partition(mod, backends=["zeropad"])
     assert regions(part)[result.index].name == result.region.name
+
+
+def test_extract_a_region_whose_values_have_no_rank(tmp_path, backends):
+    """A Reshape to a shape only known at run time: the region after it sees a tensor of
+    unknown rank; the case declares the recorded tensor's shape (ONNX's checker wants one)."""
+    backends("relus", {"Relu"})
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape"),
+             helper.make_node("Relu", ["y"], ["r"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+        helper.make_tensor_value_info("s", TensorProto.INT64, [None])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inputs = {"x": np.arange(-3, 3, dtype=np.float32), "s": np.array([2, 3], np.int64)}
+    extract(byoc.load_onnx(model), "relus", str(tmp_path / "case"), inputs, region=0)
+    case, recorded, expected = load_case(str(tmp_path / "case"))
+    assert [d.dim_value for d in case.graph.input[0].type.tensor_type.shape.dim] == [2, 3]
+    np.testing.assert_array_equal(expected["r"], np.maximum(inputs["x"].reshape(2, 3), 0))
+    assert all(c.ok for c in repro(str(tmp_path / "case"), "relus"))
+
+
+def test_bisect_says_how_many_body_regions_it_left(tmp_path, backends, capsys):
+    """bisect runs main's regions; those inside If/Loop/Scan bodies are numbered after them,
+    and it says so rather than claiming every region matched."""
+    from byoc.cli import main
+
+    backends("adds", {"Add", "Relu", "Neg"})
+    def branch(op):
+        return helper.make_graph([helper.make_node(op, ["a"], [f"{op}_out"], name=op.lower())],
+                                 op, [], [helper.make_tensor_value_info(f"{op}_out", FLOAT, [3])])
+
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="add"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch("Relu"),
+                              else_branch=branch("Neg"))]
+    graph = helper.make_graph(nodes, "g", [
+        helper.make_tensor_value_info("x", FLOAT, [3]),
+        helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FLOAT, [3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "if.onnx")
+    result = bisect(byoc.load_onnx(str(tmp_path / "if.onnx")), "adds",
+                    {"x": np.array([1, -2, 3], np.float32), "c": np.array(True)})
+    assert result.region is None and (result.checked, result.in_bodies) == (1, 2)
+    assert main(["bisect", str(tmp_path / "if.onnx"), "--backend", "adds",
+                 "-o", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "all 1 region(s) of main" in out and "the 2 region(s) inside If/Loop/Scan bodies " \
+        "(1 to 2) are not bisected" in out, out
 
 
 def test_extract_and_bisect_default_to_the_embedded_model(tmp_path):
