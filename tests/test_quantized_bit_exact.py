@@ -124,3 +124,40 @@ def test_integers_equal_and_floats_within_1e6(quantized: str, backend: str | Non
             (backend, float(np.max(np.abs(got - ref))))
     if backend in (None, "ccompiler", "native"):  # the others take the model as one region
         assert checked >= 3  # all quantized tensors on the host, those between C regions
+
+
+def _one_node(op: str) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    channels = 64
+
+    def t(name, low=None):
+        v = rng.uniform(low, 2.0, channels) if low is not None else rng.standard_normal(channels)
+        return numpy_helper.from_array(v.astype(np.float32), name)
+
+    inputs, inits = ["x"], []
+    if op == "BatchNormalization":
+        inits = [t("s"), t("b"), t("m"), t("v", low=0.05)]
+        inputs += ["s", "b", "m", "v"]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["y"], name="node")], op,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, 7, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op", ["BatchNormalization", "GlobalAveragePool", "HardSwish"])
+@pytest.mark.parametrize("backend", [None, "ccompiler", "native"])
+def test_the_float_ops_before_quantizers_equal_onnxruntime_s_bits(op: str, backend) -> None:
+    """Each op the model above relies on, alone, bit-equal to onnxruntime (a test of the whole
+    model may not land a last-bit difference on a rounding boundary; this one sees every bit):
+    BatchNormalization's coefficients, GlobalAveragePool's summation order (63 elements: lanes
+    and a tail), HardSwish's multiply by 1/6."""
+    model = _one_node(op)
+    x = (np.random.default_rng(1).standard_normal((2, 64, 7, 9)) * 3).astype(np.float32)
+    want = onnxruntime_session(model, optimize=False).run(None, {"x": x})[0]
+    mod = byoc.load_onnx(model)
+    got = byoc.build(byoc.partition(mod, backends=[backend]) if backend else mod,
+                     threads=1).run({"x": x})["y"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    differ = np.count_nonzero(got != want)
+    assert differ == 0, f"{differ} of {got.size} elements differ from onnxruntime's"
