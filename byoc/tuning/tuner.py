@@ -13,8 +13,8 @@
 4. The search (``search.py``) asks for segments; each is lifted into a module of its own,
    partitioned for the option, built and timed on its real boundary tensors (``measure.py``,
    cached).
-5. The chosen placement is built whole and timed against the fastest single option,
-   interleaved; if that option is faster end to end, it is the plan.
+5. The chosen placement is built whole and timed against every whole-model option within 1.5x
+   of the best, in alternating runs; whichever is fastest end to end is the plan.
 """
 
 from __future__ import annotations
