@@ -16,8 +16,8 @@ Timing: one warm-up run (a C backend compiles its specialization there), then ru
 least ``min_runs`` and ``min_time`` seconds (at most ``max_runs`` or ``max_time``); the run a
 quarter of the way up from the fastest counts (on a shared machine the slow runs are other
 programs' doing, and comparing candidates measured minutes apart needs what is theirs alone).
-Whole-model comparisons (``compare``) alternate the candidates, run by run, so drift hits each
-alike. The garbage collector is paused while timing.
+Whole-model comparisons (``compare``) alternate the candidates, in rounds of shuffled order,
+so drift and a cold cache after another engine's run hit each alike. The garbage collector is paused while timing.
 
 The cache key is a sha256 of: the module's content (ops, attributes, weights, each region's
 backend and version; no names), the boundary tensors' shapes and dtypes (and values, for small
@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from .cache import MeasurementCache
 from .digest import Digests
 from .environment import backend_version, byoc_source_digest, machine, thread_setting
 
-KEY_VERSION = "4"  # bump when what a measurement means changes
+KEY_VERSION = "5"  # bump when what a measurement means changes
 
 
 @dataclass(frozen=True)
@@ -187,12 +188,13 @@ class Measurer:
             start = clock()
             rounds = 0
             live = [k for k, r in enumerate(runners) if r is not None]
+            shuffle = random.Random(0).shuffle  # the same orders every time: deterministic
             while True:
-                # Each round starts one further along: every candidate follows each other one
-                # as often (a run right after another engine's finds the caches cold).
-                shift = rounds % len(live) if live else 0
+                # Each round in another order: a run right after another engine's finds the
+                # caches cold, so no candidate may always follow the same one.
+                shuffle(live)
                 rounds += 1
-                for k in live[shift:] + live[:shift]:
+                for k in live:
                     exe, feeds = runners[k]
                     t0 = clock()
                     exe.run(feeds)
