@@ -80,14 +80,14 @@ def test_compile_error_keeps_source_and_leaves_no_module(cache):
 
 def test_compiler_runs_without_a_shell_and_version_is_asked_once(cache, monkeypatch):
     calls = []
-    real = subprocess.run
+    real = subprocess.Popen  # the compiler runs through Popen, in a process group of its own
 
     def spy(cmd, *args, **kwargs):
         calls.append((cmd, kwargs))
         return real(cmd, *args, **kwargs)
 
     monkeypatch.setattr(build_cache, "_TOOLCHAIN", None)
-    monkeypatch.setattr(subprocess, "run", spy)
+    monkeypatch.setattr(subprocess, "Popen", spy)
     for token in ("a", "b"):
         src, cdef = _source(str(uuid.uuid4()) + token)
         build(src, cdef, region="evil'; rm -rf /")
