@@ -12,9 +12,10 @@ and the region is specialized to their shapes: a model with symbolic or unnamed 
 on every backend, and a C backend's case holds the C it generates for those shapes.
 
 Regions are numbered from 0 as ``byoc partition`` lists them (its ``#`` column), main's first,
-then those of each If, Loop and Scan body; ``bisect`` numbers them the same way. A region inside a body gets the tensors of one run of that body: the first
-by default, the K-th (from 0) with ``iteration=K``; for an If branch, its K-th run is the K-th
-time the branch was taken.
+then those of each If, Loop and Scan body; ``bisect`` numbers them the same way (and runs main's:
+it counts the others). A region inside a body gets the tensors of one run of that body: the
+first by default, the K-th (from 0) with ``iteration=K``; for an If branch, its K-th run is the
+K-th time the branch was taken.
 """
 
 from __future__ import annotations
