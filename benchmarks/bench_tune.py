@@ -44,6 +44,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 import byoc  # noqa: E402
 from byoc.compare import compare_output  # noqa: E402
 from byoc.tuning import MeasurementCache  # noqa: E402
+from byoc.tuning.digest import Digests  # noqa: E402
+from byoc.tuning.environment import backend_version  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
 # The slow suite's CNNs, detectors, OCR nets and transformers (recurrent nets and silero's
@@ -119,16 +121,25 @@ def bench_model(entry, backends: list[str], threads: int, args) -> dict | None:
     row["regions"] = len(plan.regions)
     row["nodes"] = plan.data["model"]["nodes"]
     row["placement"] = sorted(set(plan.placement().values()))
-    exes = {"tuned": byoc.build(byoc.partition(mod, plan=plan))}
-    for b in usable:
-        exes[b] = byoc.build(byoc.partition(mod, [b]))
     orders = [list(p) for p in itertools.permutations(usable)] if len(usable) > 1 else []
-    for order in orders:
-        exes[",".join(order)] = byoc.build(byoc.partition(mod, order))
+    parts = {"tuned": byoc.partition(mod, plan=plan)}
+    parts.update((b, byoc.partition(mod, [b])) for b in usable)
+    parts.update((",".join(o), byoc.partition(mod, o)) for o in orders)
+    # Placements that are one and the same module (the plan that is native alone, the orders
+    # whose first backend takes everything) are timed once: two timings of the same work
+    # differ only by the machine's noise, which would read as a gain or a loss.
+    digests = Digests(backend_version)
+    same: dict[str, str] = {}  # name -> the first name placing the model alike
+    first: dict[str, str] = {}
+    for k, part in parts.items():
+        same[k] = first.setdefault(digests.module(part), k)
+    row["same_as"] = {k: v for k, v in same.items() if k != v}
+    exes = {k: byoc.build(parts[k]) for k in parts if same[k] == k}
     for exe in exes.values():
         exe.run(feeds)
-    stats = interleaved({k: (lambda e=e: e.run(feeds)) for k, e in exes.items()},
+    timed = interleaved({k: (lambda e=e: e.run(feeds)) for k, e in exes.items()},
                         args.repeat, args.time_budget)
+    stats = {k: timed[same[k]] for k in parts}
     row["ms"] = {k: v["median"] * 1e3 for k, v in stats.items()}
     row["q1_ms"] = {k: v["q1"] * 1e3 for k, v in stats.items()}
     medians = {k: v["median"] for k, v in stats.items()}
@@ -196,6 +207,12 @@ def main() -> int:
     return 0
 
 
+def _alike(row: dict) -> str:
+    """' (= native)' where the tuned plan is the very module a single backend makes."""
+    alike = [k for k, v in row.get("same_as", {}).items() if v == "tuned" and "," not in k]
+    return f" (= {', '.join(alike)})" if alike else ""
+
+
 def report(rows: list[dict]) -> None:
     for threads in sorted({r["threads"] for r in rows}):
         mine = [r for r in rows if r["threads"] == threads]
@@ -210,7 +227,8 @@ def report(rows: list[dict]) -> None:
                   f"{order:>30}{r.get('vs_order', float('nan')):>7.2f}"
                   f"{r['predicted_vs_measured']:>10.2f}{r['tune_cold_s']:>8.0f}"
                   f"{r['tune_warm_s']:>8.1f}  {','.join(r['placement'])}"
-                  f"{'' if r['complete'] else ' (budget)'}")
+                  f"{'' if r['complete'] else ' (budget)'}"
+                  f"{_alike(r)}")
         vs = [r["vs_single"] for r in mine]
         orders = [r["vs_order"] for r in mine if "vs_order" in r]
         worst = max(mine, key=lambda r: r["vs_single"])
