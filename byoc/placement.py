@@ -3,13 +3,55 @@
     {"host": {"nodes": 3, "node_share": 0.09, "time_s": 0.0011, "time_share": 0.12},
      "ccompiler": {...}, "copies": {"time_s": ..., "time_share": ...},
      "executor": {"time_s": ..., "time_share": ...}}   # the rest of the call, given its time
+
+Times count each node once: a node in an If, Loop or Scan body runs (and is timed) inside its
+control-flow node, so that node's own time is what it took less its bodies' nodes
+(``self_times``), and a region inside a body counts for its backend, not for the host.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 
+from .analysis import walk_orders
 from .ir import Call, Function, GlobalVar, IRModule, post_order
+
+#: span -> (where it runs: a region's backend, "copy" or "host"; the span of the control-flow
+#: node whose body holds it, None in main)
+Places = dict[str, tuple[str, str | None]]
+
+
+def node_places(mod: IRModule) -> Places:
+    """Where every call of main and of every If/Loop/Scan body in it runs, by span, and which
+    control-flow node runs it (its parent)."""
+    out: Places = {}
+    for scope, _, order in walk_orders(mod.main):
+        parent = scope[-2] if scope else None
+        for e in order:
+            if not isinstance(e, Call) or e.span is None:
+                continue
+            if isinstance(e.op, GlobalVar) and e.op.name in mod.functions:
+                where = mod[e.op.name].attrs.get("Compiler") or "host"
+            elif e.op == "device_copy":
+                where = "copy"
+            else:
+                where = "host"
+            out[e.span.name] = (where, parent)
+    return out
+
+
+def self_times(times: Mapping[str, float], places: Places) -> dict[str, float]:
+    """Each node's own time, from a debug run's times by span: a control-flow node's time less
+    that of the nodes its bodies ran (timed too, inside it), never below 0; others as they are.
+    The result adds up to the time of main's nodes: nothing is counted twice."""
+    inner: defaultdict[str, float] = defaultdict(float)
+    for name, t in times.items():
+        parent = places.get(name, ("host", None))[1]
+        if parent is not None:
+            inner[parent] += t
+    return {name: max(0.0, t - inner[name]) if name in inner else t
+            for name, t in times.items()}
 
 
 def _calls(func: Function) -> int:
@@ -40,16 +82,11 @@ def placement(mod: IRModule, times: dict[str, float] | None = None,
     for name, backend in region_backend.items():
         nodes[backend] += _calls(mod[name])
     nodes["host"] += _calls(mod.main)
-    for e in post_order(mod.main.body):
-        if not isinstance(e, Call) or e.span is None or times is None:
-            continue
-        t = times.get(e.span.name, 0.0)
-        if isinstance(e.op, GlobalVar) and e.op.name in region_backend:
-            seconds[region_backend[e.op.name]] += t
-        elif e.op == "device_copy":
-            seconds["copies"] += t
-        else:
-            seconds["host"] += t
+    if times is not None:
+        places = node_places(mod)
+        for name, t in self_times(times, places).items():
+            where = places.get(name, ("host", None))[0]
+            seconds["copies" if where == "copy" else where] += t
     if times is not None and total_s is not None:
         seconds["executor"] = max(0.0, total_s - sum(seconds.values()))
     total_nodes = sum(nodes.values()) or 1

@@ -12,28 +12,26 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 import numpy as np
 
-from .ir import Call, GlobalVar, post_order
+from .analysis import walk_orders
+from .ir import Call, GlobalVar
+from .placement import Places, node_places, self_times
 from .report import show
 from .runtime import Executable
 
 
-def _where(exe: Executable) -> dict[str, str]:
-    """Span -> where it ran: a region's backend, "copy", or "host"."""
-    mod = exe.mod
-    out = {}
-    for e in post_order(mod.main.body):
-        if isinstance(e, Call) and e.span is not None:
-            if isinstance(e.op, GlobalVar) and e.op.name in mod.functions:
-                out[e.span.name] = mod[e.op.name].attrs.get("Compiler") or "host"
-            elif e.op == "device_copy":
-                out[e.span.name] = "copy"
-            else:
-                out[e.span.name] = "host"
-    return out
+def _places(exe: Executable) -> Places:
+    """Span -> (where it ran, its control-flow parent): a region run on the host instead
+    (``fallback="host"`` at its first call) counts for the host."""
+    places = node_places(exe.mod)
+    for name in exe.fallbacks:
+        if name in places:
+            places[name] = ("host", places[name][1])
+    return places
 
 
 def _timed_regions(exe: Executable) -> dict[str, object]:
@@ -50,8 +48,8 @@ def _timed_regions(exe: Executable) -> dict[str, object]:
 
 
 def _region_spans(exe: Executable) -> dict[str, str]:
-    """Span of each call of a region in main -> the region's name."""
-    return {e.span.name: e.op.name for e in post_order(exe.mod.main.body)
+    """Span of each call of a region, in main or in a body -> the region's name."""
+    return {e.span.name: e.op.name for _, _, order in walk_orders(exe.mod.main) for e in order
             if isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.span is not None}
 
 
@@ -75,13 +73,25 @@ def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) 
     finally:
         for region in regions.values():
             region.profiling = False
-    where = _where(exe)
-    ops = {name: op for name, op, _, _ in runs[0].events}
+    places = _places(exe)
+    own = [self_times(r.times, places) for r in runs]  # nothing counted twice
+    controls = {parent for _, parent in places.values() if parent is not None}
+    ops: dict[str, str] = {}
+    calls: Counter[str] = Counter()
+    for name, op, _, _ in runs[0].events:
+        ops[name] = op
+        calls[name] += 1
     nodes = []
     for name in runs[0].times:
-        t = statistics.median(r.times.get(name, 0.0) for r in runs)
-        nodes.append({"node": name, "op": ops.get(name, ""), "where": where.get(name, "host"),
-                      "time_s": t})
+        where, parent = places.get(name, ("host", None))
+        node = {"node": name, "op": ops.get(name, ""), "where": where,
+                "time_s": statistics.median(o.get(name, 0.0) for o in own),
+                "calls": calls[name]}
+        if parent is not None:
+            node["in"] = parent
+        if name in controls:
+            node["with_bodies_s"] = statistics.median(r.times.get(name, 0.0) for r in runs)
+        nodes.append(node)
     total = sum(n["time_s"] for n in nodes) or 1.0
     for n in nodes:
         n["share"] = n["time_s"] / total
@@ -98,14 +108,40 @@ def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) 
               for (src, dst), n in stats.copies.items()]
     first = runs[0]
     t0 = min((e[2] for e in first.events), default=0.0)
-    trace = [{"name": name, "cat": where.get(name, "host"), "ph": "X", "pid": 0, "tid": 0,
-              "ts": (start - t0) * 1e6, "dur": seconds * 1e6, "args": {"op": op}}
+    trace = [{"name": name, "cat": places.get(name, ("host", None))[0], "ph": "X", "pid": 0,
+              "tid": 0, "ts": (start - t0) * 1e6, "dur": seconds * 1e6, "args": {"op": op}}
              for name, op, start, seconds in first.events]
     kernels = _kernels(exe, logs, total)
-    trace += _kernel_trace(exe, first.events, logs[0], t0)
+    spans = _region_spans(exe)
+    trace += _kernel_trace(spans, first.events, logs[0], t0)
     return {"total_s": total, "repeat": len(runs), "nodes": nodes, "where": by_where,
-            "copies": copies, "hot_spots": sorted(nodes, key=lambda n: -n["time_s"])[:10],
+            "copies": copies, "hot_spots": _hot_spots(nodes, kernels, spans, total),
             "kernels": kernels, "trace": trace}
+
+
+def _hot_spots(nodes: list[dict], kernels: list[dict], spans: dict[str, str],
+               total: float, count: int = 10) -> list[dict]:
+    """The ``count`` largest times, each counted once: a node's own time, and a region that
+    timed its kernels split into them (each kernel once, with the ONNX nodes it holds) and its
+    call's time outside them."""
+    in_kernels: defaultdict[str, float] = defaultdict(float)
+    for k in kernels:
+        in_kernels[k["region"]] += k["time_s"]
+    items: list[dict] = []
+    split: defaultdict[str, list[dict]] = defaultdict(list)  # region -> its calls' nodes
+    for n in nodes:
+        region = spans.get(n["node"])
+        (split[region] if region in in_kernels else items).append(n)
+    for region, calls in split.items():
+        rest = sum(n["time_s"] for n in calls) - in_kernels[region]
+        if rest > 0:
+            items.append({**calls[0], "op": "(outside its kernels)", "time_s": rest,
+                          "share": rest / total, "region": region})
+    items += [{"node": k["nodes"][0] if k["nodes"] else k["region"], "op": k["kernel"],
+               "where": k["backend"], "time_s": k["time_s"], "share": k["share"],
+               "kernel": k["kernel"], "region": k["region"], "nodes": k["nodes"]}
+              for k in kernels if k["region"] in split]
+    return sorted(items, key=lambda n: -n["time_s"])[:count]
 
 
 def _kernels(exe: Executable, logs: list[dict[str, list]], total: float) -> list[dict]:
@@ -127,10 +163,10 @@ def _kernels(exe: Executable, logs: list[dict[str, list]], total: float) -> list
     return sorted(out, key=lambda k: -k["time_s"])
 
 
-def _kernel_trace(exe: Executable, events: list, log: dict[str, list], t0: float) -> list[dict]:
+def _kernel_trace(spans: dict[str, str], events: list, log: dict[str, list],
+                  t0: float) -> list[dict]:
     """The first run's kernels as trace events inside their region's event (same thread,
-    within its time span: viewers nest them)."""
-    spans = _region_spans(exe)
+    within its time span: viewers nest them); ``spans``: region call spans -> region names."""
     pending = {name: list(calls) for name, calls in log.items()}
     out = []
     for span, _, _, _ in events:
@@ -150,16 +186,23 @@ def _kernel_trace(exe: Executable, events: list, log: dict[str, list], t0: float
 def format_profile(report: dict) -> str:
     """A plain-text table: where the time went, the ten hot spots, copies per boundary."""
     lines = [f"time in the nodes: {report['total_s'] * 1e3:.3f} ms a call (medians of "
-             f"{report['repeat']} calls, each node timed; time between the nodes not counted)", "",
-             f"{'where':<16}{'nodes':>7}{'ms':>11}{'share':>8}"]
+             f"{report['repeat']} calls, each node timed; time between the nodes not counted)"]
+    if any("in" in n for n in report["nodes"]):
+        lines.append("nodes in If/Loop/Scan bodies count where they ran; an If, Loop or Scan "
+                     "counts its own time, without its bodies'")
+    lines += ["", f"{'where':<16}{'nodes':>7}{'ms':>11}{'share':>8}"]
     for where, row in sorted(report["where"].items(), key=lambda kv: -kv[1]["time_s"]):
         lines.append(f"{where:<16}{row['nodes']:>7}{row['time_s'] * 1e3:>11.3f}{row['share']:>8.1%}")
-    lines += ["", "hot spots", f"{'node':<40}{'op':<22}{'where':<14}{'ms':>10}{'share':>8}"]
+    lines += ["", "hot spots (a native/ccompiler region by its kernels, each counted once)",
+              f"{'node':<40}{'op':<22}{'where':<14}{'calls':>6}{'ms':>10}{'share':>8}"]
     for n in report["hot_spots"]:
+        more = f" (+{len(n['nodes']) - 1})" if len(n.get("nodes", ())) > 1 else ""
         name, op = show(n["node"]), show(n["op"])
-        name = name if len(name) <= 38 else name[:35] + "..."
+        name = (name if len(name) + len(more) <= 38 else name[:35 - len(more)] + "...") + more
         op = op if len(op) <= 20 else op[:17] + "..."
-        lines.append(f"{name!s:<40}{op:<22}{n['where']:<14}{n['time_s'] * 1e3:>10.3f}{n['share']:>8.1%}")
+        calls = str(n["calls"]) if "calls" in n else ""
+        lines.append(f"{name!s:<40}{op:<22}{n['where']:<14}{calls:>6}"
+                     f"{n['time_s'] * 1e3:>10.3f}{n['share']:>8.1%}")
     if report.get("kernels"):
         lines += ["", "kernels inside native/ccompiler regions",
                   f"{'kernel':<34}{'ONNX nodes':<40}{'ms':>10}{'share':>8}"]

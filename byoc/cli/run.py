@@ -67,8 +67,7 @@ def cmd_run(args) -> int:
     if backends or len(exe.mod.functions) > 1:
         # The steady state split by the shares measured in the calls timed node by node (which
         # are slower): the rows add up to the steady state.
-        rows = placement(exe.mod, times, total_s=max(statistics.median(timed),
-                                                     sum(times.values())))
+        rows = placement(exe.mod, times, total_s=statistics.median(timed))
         for row in rows.values():
             if "time_s" in row:
                 row["time_s"] = row["time_share"] * wall

@@ -3,12 +3,17 @@
     summary(view, table, prof)   # view: graph_view; table: partition_report; prof: profile()
     {"where": [{"where", "nodes", "time_s", "share"}], "regions": [{"name", "backend", "box",
       "nodes", "bytes_in", "bytes_out", "time_s"}], "copies": [...], "hot_spots": [...],
+     "kernels": [{"kernel", "region", "backend", "time_s", "share", "nodes": [node ids]}],
      "total_s", "repeat"}
 
 Nodes per place count the ONNX nodes drawn (those inside If/Loop/Scan bodies too, the control-flow
 node itself on the host). Times come from ``byoc.profile`` when there is one (``None``
-otherwise): a host node's own time, a region's time as one call, copies between devices. A
-profile entry named after an ONNX node inside a region (per-kernel times) is that node's time.
+otherwise) and count each node once: a host node's own time (an If, Loop or Scan's without its
+bodies', whose nodes count where they ran; ``with_bodies_s`` has both), a region's time as its
+calls' (``calls`` of them in a run, in a Loop body many), copies between devices. Inside a
+native or ccompiler region each fused kernel is timed: every ONNX node it holds gets the
+kernel's index in ``kernels`` (the time is the kernel's, shared by its nodes, not each node's
+own), and the hot spots list the kernel once instead of its region.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from collections import Counter
 
 
 def attach_times(view: dict, prof: dict | None) -> None:
-    """Write each profiled node's and region's median time into the view (``time_s``)."""
+    """Write each profiled node's and region's median time into the view (``time_s``, and
+    ``calls``, ``with_bodies_s`` where they tell something), and on each node held by a timed
+    kernel that kernel's index in ``prof["kernels"]`` (``kernels``)."""
     if not prof:
         return
     by_name = {n["name"]: n for n in view["nodes"] if n["kind"] == "op"}
@@ -26,6 +33,14 @@ def attach_times(view: dict, prof: dict | None) -> None:
         target = by_name.get(entry["node"]) or regions.get(entry["node"])
         if target is not None:
             target["time_s"] = entry["time_s"]
+            if entry.get("calls", 1) != 1:
+                target["calls"] = entry["calls"]
+            if "with_bodies_s" in entry:
+                target["with_bodies_s"] = entry["with_bodies_s"]
+    for k, kernel in enumerate(prof.get("kernels", ())):
+        for name in kernel["nodes"]:
+            if name in by_name:
+                by_name[name].setdefault("kernels", []).append(k)
 
 
 def summary(view: dict, table: dict | None, prof: dict | None) -> dict:
@@ -45,15 +60,25 @@ def summary(view: dict, table: dict | None, prof: dict | None) -> dict:
                         "nodes": len(r["nodes"]), "bytes_in": r["bytes_in"],
                         "bytes_out": r["bytes_out"], "time_s": box.get("time_s")})
     hot = []
+    kernels = []
     if prof:
-        ids = {n["name"]: ("node", n["id"]) for n in view["nodes"] if n["kind"] == "op"}
-        ids.update({name: ("box", b["id"]) for name, b in boxes.items()})
+        ids = {n["name"]: n["id"] for n in view["nodes"] if n["kind"] == "op"}
         for h in prof["hot_spots"]:
-            kind, target = ids.get(h["node"], (None, None))
-            # a region inside a body runs on its backend, whatever the profile's walk of main says
-            place = boxes[h["node"]]["where"] if kind == "box" else h["where"]
-            hot.append({"name": h["node"], "op": h["op"], "where": place,
+            if h["node"] in boxes and "kernel" not in h:  # a region, or its time outside kernels
+                kind, targets = "box", [boxes[h["node"]]["id"]]
+            else:  # a node, or a kernel: the nodes it holds
+                drawn = [ids[n] for n in h.get("nodes", [h["node"]]) if n in ids]
+                kind, targets = ("node", drawn) if drawn else (None, [])
+            hot.append({"name": h["node"], "op": h["op"], "where": h["where"],
                         "time_s": h["time_s"], "share": h["share"], "kind": kind,
-                        "target": target})
+                        "target": targets[0] if targets else None, "targets": targets,
+                        "kernel": h.get("kernel"), "nodes": len(h.get("nodes", [h["node"]])),
+                        "calls": h.get("calls")})
+        for k in prof.get("kernels", ()):
+            kernels.append({"kernel": k["kernel"], "region": k["region"],
+                            "backend": k["backend"], "time_s": k["time_s"],
+                            "share": k["share"], "nodes": [ids[n] for n in k["nodes"] if n in ids],
+                            "held": len(k["nodes"])})
     return {"where": where, "regions": regions, "copies": list(prof["copies"]) if prof else [],
-            "hot_spots": hot, "total_s": total, "repeat": prof["repeat"] if prof else None}
+            "hot_spots": hot, "kernels": kernels, "total_s": total,
+            "repeat": prof["repeat"] if prof else None}

@@ -219,18 +219,72 @@ def test_profiled_times_land_on_nodes_regions_and_the_summary(loop):
     regions = [b for b in view["boxes"] if b["kind"] == "region"]
     assert all(b["time_s"] == timed[b["name"]] for b in regions)
     assert summary["total_s"] == prof["total_s"] and summary["repeat"] == 2
-    assert len(summary["hot_spots"]) == min(10, len(prof["nodes"]))
-    for h in summary["hot_spots"]:  # each names what it points at in the graph
-        assert h["kind"] in ("node", "box")
-        target = view["nodes"][h["target"]] if h["kind"] == "node" else view["boxes"][h["target"]]
-        assert target["name"] == h["name"]
-        if h["kind"] == "box":
-            assert h["where"] == "ccompiler"  # regions inside bodies too
+    check_hot_spots(view, summary)
     where = {w["where"]: w for w in summary["where"]}
     assert where["ccompiler"]["nodes"] == 13 and where["host"]["nodes"] == 3
-    assert where["host"]["time_s"] == prof["where"]["host"]["time_s"]
+    for place in ("host", "ccompiler"):  # the profile's split, regions in bodies on ccompiler
+        assert where[place]["time_s"] == prof["where"][place]["time_s"] > 0
+    loop = next(n for n in view["nodes"] if n["name"] == "loop")
+    assert loop["with_bodies_s"] > loop["time_s"]  # its own time, its bodies' nodes apart
+    body_regions = [b for b in regions if b["parent"] is not None]
+    assert body_regions and all(b["calls"] >= 2 for b in body_regions)  # once a trip
     rows = {r["name"]: r for r in summary["regions"]}
     assert rows["ccompiler_relu_94d38a82"]["bytes_out"] == 32
+
+
+def check_hot_spots(view: dict, summary: dict) -> None:
+    """Each hot spot names what it points at in the graph, and nothing is counted twice: a
+    region split into kernels is never also a hot spot whole."""
+    hot = summary["hot_spots"]
+    assert 0 < len(hot) <= 10
+    assert sum(h["time_s"] for h in hot) <= summary["total_s"] * (1 + 1e-9)
+    split = {k["region"] for k in summary["kernels"]}
+    for h in hot:
+        if h["kind"] == "box":
+            box = view["boxes"][h["target"]]
+            assert box["name"] == h["name"] and box["kind"] == "region"
+            assert box["name"] not in split or h["op"] == "(outside its kernels)"
+        elif h["kernel"]:
+            held = {view["nodes"][i]["name"] for i in h["targets"]}
+            assert h["name"] in held and len(held) == h["nodes"]
+        else:
+            assert view["nodes"][h["target"]]["name"] == h["name"]
+    kernels = [(h["name"], h["kernel"]) for h in hot if h["kernel"]]
+    assert len(kernels) == len(set(kernels))
+
+
+def test_kernel_times_reach_the_nodes_they_hold():
+    import numpy as np
+
+    from byoc.cli import default_model_path
+
+    mod = byoc.load_onnx(default_model_path())
+    part = byoc.partition(mod, backends=["native"])
+    x = {"image": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    prof = profile(byoc.build(part), x, repeat=2)
+    text = html_report(part, profile=prof, backends=["native"], model="tiny_resnet")
+    data = data_of(text)  # as the page holds it
+    view, summary = data["graph"], data["summary"]
+    nodes = {n["name"]: n for n in view["nodes"] if n["kind"] == "op"}
+    kernels = summary["kernels"]
+    assert len(kernels) == len(prof["kernels"]) == 14
+    for k, (page, timed) in enumerate(zip(kernels, prof["kernels"])):
+        assert page["time_s"] == timed["time_s"] and page["kernel"] == timed["kernel"]
+        assert sorted(view["nodes"][i]["name"] for i in page["nodes"]) == sorted(timed["nodes"])
+        assert page["held"] == len(timed["nodes"])
+        for name in timed["nodes"]:  # each node it holds shows the kernel's time
+            assert k in nodes[name]["kernels"]
+    fused = [k for k in kernels if k["held"] > 1]
+    assert fused and any("Relu" in k["kernel"] for k in fused)
+    held = {name for k in prof["kernels"] for name in k["nodes"]}
+    assert all("kernels" not in n for name, n in nodes.items() if name not in held)
+    (box,) = [b for b in view["boxes"] if b["kind"] == "region"]
+    assert sum(k["time_s"] for k in kernels) <= box["time_s"]
+    check_hot_spots(view, summary)
+    assert any(h["kernel"] for h in summary["hot_spots"])
+    assert not any(h["kind"] == "box" and h["op"] != "(outside its kernels)"
+                   for h in summary["hot_spots"])  # the region is split, never whole
+    assert "shared by the kernel's" in text  # what the page says on a fused kernel's node
 
 
 def test_without_a_profile_there_are_no_times(bert):

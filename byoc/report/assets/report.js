@@ -9,7 +9,8 @@
   const COLORS = META.colors;
   const SVGNS = "http://www.w3.org/2000/svg";
   const folded = new Set(META.folded);
-  const hot = new Set((SUMMARY.hot_spots || []).filter(h => h.kind === "node").map(h => h.target));
+  const KERNELS = SUMMARY.kernels || [];
+  const hot = new Set((SUMMARY.hot_spots || []).filter(h => h.kind === "node").flatMap(h => h.targets || [h.target]));
   const svgEl = document.getElementById("graph"), scene = document.getElementById("scene");
   const statusEl = document.getElementById("status"), tip = document.getElementById("tip");
   const panel = document.getElementById("panel"), tabs = document.getElementById("tabs");
@@ -28,6 +29,7 @@
     for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
     return e;
   }
+  function share(t) { return SUMMARY.total_s ? " (" + pct(t / SUMMARY.total_s) + " of the run)" : ""; }
   function ms(t) { return t === null || t === undefined ? "" : (t * 1e3).toFixed(t < 1e-3 ? 4 : 3) + " ms"; }
   function pct(s) { return s === null || s === undefined ? "" : (s * 100).toFixed(1) + "%"; }
   function bytes(n) {
@@ -379,7 +381,14 @@
       f.append(el("p", {}, swatch(B.where), "runs on ", el("b", {}, B.where), " \u00B7 " + B.size + " ONNX nodes"));
       const info = (SUMMARY.regions || []).find(r => r.name === B.name);
       if (info) f.append(el("p", {}, "crosses its boundary: " + bytes(info.bytes_in) + " in, " + bytes(info.bytes_out) + " out per run"));
-      if (B.time_s !== undefined) f.append(el("p", {}, "time: " + ms(B.time_s) + (SUMMARY.total_s ? " (" + pct(B.time_s / SUMMARY.total_s) + " of the run)" : "")));
+      if (B.time_s !== undefined) f.append(el("p", {}, "time: " + ms(B.time_s) + share(B.time_s) + (B.calls ? " over " + B.calls + " calls" : "")));
+      const own = KERNELS.filter(k => k.region === B.name).sort((a, b) => b.time_s - a.time_s);
+      if (own.length) {
+        const t = el("table", {}, el("tr", {}, el("th", {}, "its kernels"), el("th", { class: "num" }, "nodes"), el("th", { class: "num" }, "time")));
+        for (const k of own.slice(0, 12)) t.append(el("tr", {}, el("td", { class: "mono" }, clip(k.kernel, 36)), el("td", { class: "num" }, k.held), el("td", { class: "num" }, ms(k.time_s))));
+        f.append(t);
+        if (own.length > 12) f.append(el("p", { class: "muted" }, (own.length - 12) + " more kernels"));
+      }
       const p = planRows(B.segment); if (p) f.append(p);
     } else {
       const n = NODES[B.node];
@@ -402,8 +411,16 @@
       } else {
         f.append(el("p", {}, swatch(n.where), "runs on ", el("b", {}, n.where), region ? " in region " : "", region ? el("span", { class: "mono" }, region.name) : null));
       }
-      if (n.time_s !== undefined) f.append(el("p", {}, "time: " + ms(n.time_s) + (SUMMARY.total_s ? " (" + pct(n.time_s / SUMMARY.total_s) + " of the run)" : "")));
-      else if (region && region.time_s !== undefined) f.append(el("p", { class: "muted" }, "its region takes " + ms(region.time_s) + " in all"));
+      if (n.time_s !== undefined) {
+        let text = "time: " + ms(n.time_s) + share(n.time_s) + (n.calls ? " over " + n.calls + " calls" : "");
+        if (n.with_bodies_s !== undefined) text += "; its own, " + ms(n.with_bodies_s) + " with its bodies";
+        f.append(el("p", {}, text));
+      }
+      for (const k of (n.kernels || []).map(i => KERNELS[i])) {
+        f.append(el("p", {}, "time: " + ms(k.time_s) + share(k.time_s) + ", its fused kernel's (" + clip(k.kernel, 40) + ")"));
+        if (k.held > 1) f.append(el("p", { class: "muted" }, "shared by the kernel's " + k.held + " ONNX nodes: not this node's own"));
+      }
+      if (n.time_s === undefined && !n.kernels && region && region.time_s !== undefined) f.append(el("p", { class: "muted" }, "its region takes " + ms(region.time_s) + " in all"));
       if (box && box.kind === "control" && box.node === n.id) f.append(el("p", { class: "muted" }, box.size + " ONNX nodes in its bodies"));
       const measured = planRows(n.segment); if (measured) f.append(measured);
     }
@@ -502,11 +519,14 @@
     if (S.hot_spots.length) {
       const h = el("table", {}, el("tr", {}, el("th", {}, "node or region"), el("th", {}, "where"), el("th", { class: "num" }, "time"), el("th", { class: "num" }, "share")));
       for (const s of S.hot_spots) {
-        const name = el("td", { class: "mono" + (s.target !== null ? " link" : "") }, clip(s.name, 48));
+        const label = s.kernel ? s.kernel + ": " + clip(s.name, 40) + (s.nodes > 1 ? " (+" + (s.nodes - 1) + ")" : "")
+          : (s.op === "(outside its kernels)" ? clip(s.name, 40) + " (outside its kernels)" : clip(s.name, 48));
+        const name = el("td", { class: "mono" + (s.target !== null ? " link" : "") }, clip(label, 64));
         if (s.target !== null) name.addEventListener("click", () => s.kind === "node" ? reveal(s.target) : revealBox(s.target));
         h.append(el("tr", {}, name, el("td", {}, s.where), el("td", { class: "num" }, ms(s.time_s)), el("td", { class: "num" }, pct(s.share))));
       }
       f.append(el("h3", {}, "the ten hot spots"), h);
+      if (KERNELS.length) f.append(el("p", { class: "muted" }, "a native or ccompiler region counts as its fused kernels (each once, with the ONNX nodes it holds) and its call's time outside them"));
     }
     if (S.regions.length) {
       const r = el("table", {}, el("tr", {}, el("th", {}, "region"), el("th", { class: "num" }, "nodes"), el("th", { class: "num" }, "in"), el("th", { class: "num" }, "out"), el("th", { class: "num" }, "time")));
