@@ -204,16 +204,11 @@ def _kind(dtype: str | None) -> str:
 
 
 def onnxruntime_session(model, threads: int = 1, optimize: bool = True):
-    """An onnxruntime CPU session with ``threads`` intra-op threads."""
-    import onnxruntime as ort
+    """An onnxruntime CPU session with ``threads`` intra-op threads, logging errors only (run
+    it with ``run_options()``: ``byoc/runtime/ort_sessions.py``)."""
+    from .runtime.ort_sessions import session
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    if not optimize:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    data = model if isinstance(model, (bytes, str)) else model.SerializeToString()
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return session(model, threads, optimize)
 
 
 def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1,

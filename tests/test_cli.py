@@ -26,7 +26,8 @@ def test_run_with_no_model_runs_the_embedded_one_and_matches_onnxruntime():
     out = result["outputs"]["probabilities"]
     assert out["shape"] == [1, 10] and out["dtype"] == "float32" and out["rel_err"] <= 1e-4
     assert set(result) == {"ok", "outputs", "first_call_s", "steady_state_s",
-                           "steady_state_calls", "threads"}
+                           "steady_state_calls", "threads", "made_up_inputs"}
+    assert result["made_up_inputs"] == ["image"]
 
 
 def test_bare_byoc_does_the_main_job():

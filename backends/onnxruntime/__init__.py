@@ -20,6 +20,7 @@ from byoc.ir import Call, Constant, Function, TensorType, Tuple, post_order
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 from byoc.op.host_kernels import one_node_model
 from byoc.runtime.devices import Device, register_device
+from byoc.runtime.ort_sessions import session
 from byoc.runtime.threads import build_threads
 
 from .run import run_region
@@ -30,15 +31,7 @@ _lock = threading.Lock()
 
 
 def _session(model_bytes: bytes, optimize: bool = True, threads: int = 1):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    if not optimize:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    return session(model_bytes, threads, optimize)  # quiet: byoc/runtime/ort_sessions.py
 
 
 def _key(call: Call) -> tuple | None:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from byoc.runtime.ort_sessions import FATAL, run_options
+
 from .values import from_ort
 
 
@@ -31,7 +33,7 @@ def run_region(session: Any, outs: list[str], names: list[str], values: list[Any
     ``interruptible``: the session may run for ever (a Loop), so Ctrl-C must stop it."""
     if interruptible and threading.current_thread() is threading.main_thread():
         return _interruptibly(lambda options: _run(session, outs, names, values, options))
-    return _run(session, outs, names, values, None)
+    return _run(session, outs, names, values, run_options())
 
 
 def _run(session: Any, outs: list[str], names: list[str], values: list[Any], options) -> tuple:
@@ -44,6 +46,7 @@ def _interruptibly(call) -> tuple:
     import onnxruntime as ort
 
     options = ort.RunOptions()
+    options.log_severity_level = FATAL  # no raw log line: byoc reports the exception itself
     done: dict[str, Any] = {}
 
     def work() -> None:

@@ -21,12 +21,14 @@ from .common import (
     settled,
     threads_of,
     warn_fallbacks,
+    whole,
 )
 
 
 def cmd_bench(args) -> int:
 
     from ..compare import onnxruntime_session
+    from ..runtime.ort_sessions import run_options
 
     path, mod = load_model(args)
     inputs = model_inputs(args, mod)
@@ -35,16 +37,17 @@ def cmd_bench(args) -> int:
     prepared = prepare(mod, backends, args)
     exe = build_exe(prepared, args)
     session = onnxruntime_session(path, threads=threads)
+    quiet = run_options()  # no onnxruntime log line reaches the terminal raw
     for _ in range(args.warmup):
         exe.run(inputs)
-        session.run(None, inputs)
+        session.run(None, inputs, quiet)
     exe = settled(exe, prepared, args)  # timed: no region that failed to build in warmup
     ours, theirs = [], []
     for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
         t0 = time.perf_counter()
         exe.run(inputs)
         t1 = time.perf_counter()
-        session.run(None, inputs)
+        session.run(None, inputs, quiet)
         t2 = time.perf_counter()
         ours.append(t1 - t0)
         theirs.append(t2 - t1)
@@ -68,8 +71,8 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="median latency of byoc and onnxruntime, interleaved")
     model_arg(p, optional=True)
     input_args(p)
-    p.add_argument("--repeat", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeat", type=whole(1), default=20, help="timed runs (default 20)")
+    p.add_argument("--warmup", type=whole(0), default=2, help="untimed runs first (default 2)")
     fallback_arg(p)
     plan_arg(p)
     p.add_argument("--json", action="store_true")

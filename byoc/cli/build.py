@@ -15,6 +15,7 @@ from .common import (
     load_model,
     model_arg,
     model_inputs,
+    path_arg,
     plan_arg,
     prepare,
     settled,
@@ -33,23 +34,24 @@ def cmd_build(args) -> int:
         check_output_folder(args.emit_c, args.force)  # before the work, not after it
     path, mod = load_model(args)
     backends = backend_list(args.backend)
-    shaped = bool(args.input or args.dim)
+    shaped = bool(args.input or args.dim or args.shape)
+    inputs = model_inputs(args, mod) if shaped or args.emit_c else None
     if args.emit_c:
         from ..backends.ccompiler.sources import C_BACKENDS
 
         if not getattr(args, "plan", None) and not set(backends) & set(C_BACKENDS):
             raise InputError(f"--emit-c: {', '.join(backends) or 'the host'} generates no C; "
                              f"use --backend {' or '.join(C_BACKENDS)}")
-        unshaped = _dynamic_inputs(mod, args)
+        unshaped = _dynamic_inputs(mod, args, inputs)
         if unshaped:
             raise InputError(f"--emit-c: the C is specialized to shapes, and {unshaped} "
-                             "has dynamic dims: give it with --input NAME=FILE.npy, or its "
-                             "named dims with --dim NAME=N")
+                             "has dynamic dims: give it with --input NAME=FILE.npy, its "
+                             "named dims with --dim NAME=N, or its shape with --shape")
     part = prepare(mod, backends, args)
     start = time.perf_counter()
     exe = build_exe(part, args)
     if shaped or args.emit_c:  # one run builds the regions built per shape, for these shapes
-        exe.run(model_inputs(args, mod))
+        exe.run(inputs)
         exe = settled(exe, part, args)
     elapsed = time.perf_counter() - start
     part = exe.mod  # without the regions --fallback host sent back
@@ -62,16 +64,23 @@ def cmd_build(args) -> int:
     return 0
 
 
-def _dynamic_inputs(mod, args) -> str:
-    """The first model input whose shape the command line does not fix, described; ''."""
-    from ..ir import TensorType
-    from .common import parse_dims
+def _dynamic_inputs(mod, args, inputs) -> str:
+    """The first made-up input whose shape the command line does not fix, described; ''."""
+    import numpy as np
 
-    given = {spec.partition("=")[0] for spec in args.input}
-    dims = parse_dims(args.dim)
+    from ..inputs import parse_dims, parse_shapes
+    from ..ir import TensorType
+
+    dims = parse_dims(args.dim, mod.main)
+    shapes = parse_shapes(args.shape, mod.main, dims)
+    for p in mod.main.params:  # dims that given inputs fix, as random_inputs binds them
+        if p.name in inputs and p.name not in args.made_up and isinstance(p.type, TensorType):
+            for d, n in zip(p.type.shape or (), np.shape(inputs[p.name])):
+                if isinstance(d, str):
+                    dims.setdefault(d, n)
     for p in mod.main.params:
         t = p.type
-        if p.name in given or not isinstance(t, TensorType):
+        if p.name not in args.made_up or p.name in shapes or not isinstance(t, TensorType):
             continue
         if t.shape is None:
             return f"input {show(p.name)!r} (rank unknown)"
@@ -104,7 +113,7 @@ def register(sub) -> None:
     p = sub.add_parser("build", help="partition and compile every region (cached); --emit-c")
     model_arg(p, optional=True)
     input_args(p)
-    p.add_argument("--emit-c", metavar="DIR",
+    p.add_argument("--emit-c", metavar="DIR", type=path_arg,
                    help="write each C region's source into DIR, specialized to the shapes of "
                         "--input/--dim (needed where the model's dims are dynamic)")
     force_arg(p)

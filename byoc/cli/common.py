@@ -6,22 +6,48 @@ import sys
 from importlib import resources
 
 DEFAULT_MODEL = "tiny_resnet.onnx"
+MAX_THREADS = 1024  # beyond any machine byoc runs on; a typo must not start a million threads
 
 
 def default_model_path() -> str:
     return str(resources.files("byoc") / "data" / DEFAULT_MODEL)
 
 
-def parse_dims(specs: list[str]) -> dict[str, int]:
-    from ..errors import InputError
+def whole(least: int, most: int | None = None):
+    """An argparse type: a whole number in ``[least, most]``, in ASCII digits (``int`` also
+    takes other scripts' digits); argparse turns the refusal into one line and exit 2."""
+    import argparse
+    import re
 
-    dims = {}
-    for spec in specs:
-        name, sep, value = spec.partition("=")
-        if not sep or not value.isdigit():
-            raise InputError(f"--dim wants NAME=N, got {spec!r}")
-        dims[name] = int(value)
-    return dims
+    def parse(text: str) -> int:
+        value = int(text) if re.fullmatch(r"\s*-?[0-9]{1,18}\s*", text) else None
+        if value is None or value < least or (most is not None and value > most):
+            span = f"at least {least}" + ("" if most is None else f" and at most {most}")
+            raise argparse.ArgumentTypeError(f"wants a whole number, {span}; got {text!r}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def amount(least: float = 0.0, above: bool = False):
+    """An argparse type: a finite number at least ``least`` (more than it if ``above``); ``nan``
+    and ``inf``, which ``float`` takes, are refused."""
+    import argparse
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < least or (above and value == least):
+            raise argparse.ArgumentTypeError(
+                f"wants a number {'above' if above else 'from'} {least:g}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def show(text: str) -> str:
@@ -37,7 +63,24 @@ def one_line(text: str) -> str:
 
 
 def backend_list(spec: str | None) -> list[str]:
-    return [b.strip() for b in spec.split(",") if b.strip()] if spec else []
+    if spec is None:
+        return []
+    names = [b.strip() for b in spec.split(",") if b.strip()]
+    if not names:
+        from ..errors import InputError
+
+        raise InputError(f"--backend wants NAME[,NAME], got {spec!r}")
+    return names
+
+
+def path_arg(text: str) -> str:
+    """An argparse type for a path: not empty (``''`` would mean the current folder, or the
+    default model, silently)."""
+    if not text:
+        import argparse
+
+        raise argparse.ArgumentTypeError("wants a path, got ''")
+    return text
 
 
 def load_model(args):
@@ -48,22 +91,31 @@ def load_model(args):
 
 
 def model_inputs(args, mod):
-    from ..errors import InputError
-    from ..inputs import load_npy, random_inputs
+    """The inputs of a run: ``--input`` files, the rest made up from ``--seed``, ``--dim`` and
+    ``--shape``; the names of those made up are left in ``args.made_up``."""
+    from ..inputs import parse_dims, parse_shapes, random_inputs, read_input_files
 
-    # Native byte order: a big-endian .npy is still "float32", and C and onnxruntime would
-    # read its bytes as if they were little-endian.
-    given: dict = {}
-    for spec in args.input:
-        name, array = load_npy(spec)
-        if name in given:
-            raise InputError(f"--input {name} is given twice")
-        given[name] = native(array)
     names = [p.name for p in mod.main.params]
-    for name in given:  # a misspelt name must not mean a made-up input, silently
-        if name not in names:
-            raise InputError(f"unknown input {name!r}; the model's inputs are {names}")
-    return random_inputs(mod.main, parse_dims(args.dim), seed=args.seed, given=given)
+    given = read_input_files(args.input, names)
+    dims = parse_dims(args.dim, mod.main)
+    shapes = parse_shapes(getattr(args, "shape", None) or [], mod.main, dims)
+    for name in shapes:
+        if name in given:
+            from ..errors import InputError
+
+            raise InputError(f"input {name!r} is given with --input and --shape; which is meant?")
+    inputs = random_inputs(mod.main, dims, seed=args.seed, given=given, shapes=shapes)
+    args.made_up = [n for n in inputs if n not in given]  # not those the model has defaults for
+    return inputs
+
+
+def made_up_note(args) -> str | None:
+    """One line saying which inputs were made up, and how to pass real ones."""
+    made_up = getattr(args, "made_up", None)
+    if not made_up:
+        return None
+    return (f"input{'s' if len(made_up) > 1 else ''} {', '.join(map(repr, made_up))} made up "
+            f"(seed {args.seed}); pass real ones with --input NAME=FILE.npy or --input FILE.npz")
 
 
 def hint_made_up(exc: Exception, args, mod) -> Exception:
@@ -71,20 +123,13 @@ def hint_made_up(exc: Exception, args, mod) -> Exception:
     what a model accepts (a sample rate, a minimum length), and the fix is the real input."""
     import byoc
 
-    from ..ir import DEFAULTS
-
     if getattr(exc, "contract", False):  # a backend broke the region contract: not the inputs
         return exc
-    given = {spec.partition("=")[0] for spec in args.input} | set(mod.main.attrs.get(DEFAULTS) or ())
-    made_up = [p.name for p in mod.main.params if p.name not in given]
+    made_up = getattr(args, "made_up", None)
     if not made_up:
         return exc
     return byoc.ByocError(f"{exc} (inputs {', '.join(map(repr, made_up))} were made up: pass "
                           f"real ones with --input NAME=FILE.npy, or sizes with --dim NAME=N)")
-
-
-def native(array):
-    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def prepare(mod, backends: list[str], args):
@@ -177,9 +222,10 @@ def one_backend(args) -> str:
 
 def model_arg(p, optional: bool = False) -> None:
     if optional:
-        p.add_argument("model", nargs="?", help="ONNX model (default: the embedded tiny ResNet)")
+        p.add_argument("model", nargs="?", type=path_arg,
+                       help="ONNX model (default: the embedded tiny ResNet)")
     else:
-        p.add_argument("model", help="ONNX model")
+        p.add_argument("model", type=path_arg, help="ONNX model")
 
 
 def force_arg(p) -> None:
@@ -211,25 +257,29 @@ def plan_arg(p) -> None:
 
 
 def input_args(p) -> None:
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy|FILE.npz",
+                   help="an input from a .npy file; a .npz file holds several, by name "
+                        "(NAME=FILE.npz: one); inputs not given are made up")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help="value of a symbolic dim for made-up inputs (default 1)")
-    p.add_argument("--seed", type=int, default=0)
+                   help="value of a named dim for made-up inputs (default 1)")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
+                   help="the whole shape of a made-up input (for dims the model leaves unnamed)")
+    p.add_argument("--seed", type=whole(0), default=0, help="seed of made-up inputs (default 0)")
     p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
     threads_arg(p)
 
 
 def threads_arg(p) -> None:
-    p.add_argument("--threads", type=int, metavar="N",
+    p.add_argument("--threads", type=whole(1, MAX_THREADS), metavar="N",
                    help="threads for every engine: byoc's kernels, numpy's BLAS, onnxruntime "
                         "(default: $BYOC_THREADS, else the physical cores)")
 
 
 def tolerance_args(p) -> None:
     """--atol and --rtol: |got - want| <= atol + rtol * |want| element-wise (byoc/compare.py)."""
-    p.add_argument("--atol", type=float, metavar="A",
+    p.add_argument("--atol", type=amount(0.0), metavar="A",
                    help="absolute tolerance (default per dtype; float32 1e-5)")
-    p.add_argument("--rtol", type=float, metavar="R",
+    p.add_argument("--rtol", type=amount(0.0), metavar="R",
                    help="relative tolerance (default per dtype; float32 1e-4)")
 
 

@@ -11,10 +11,12 @@ from .common import (
     model_arg,
     model_inputs,
     one_backend,
+    path_arg,
     read_paths,
     show,
     threads_arg,
     tolerance_args,
+    whole,
 )
 
 
@@ -89,19 +91,19 @@ def register(sub) -> None:
     model_arg(p, optional=True)
     input_args(p)
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--region", type=int, metavar="K",
+    which.add_argument("--region", type=whole(0), metavar="K",
                        help="region K, numbered from 0 as byoc partition and bisect number them")
     which.add_argument("--nodes", metavar="FIRST:LAST", help="a node range by ONNX node names")
     which.add_argument("--name-regex", metavar="RE", help="the nodes whose names match")
-    p.add_argument("--iteration", type=int, default=0, metavar="K",
+    p.add_argument("--iteration", type=whole(0), default=0, metavar="K",
                    help="for a region in a Loop/Scan body or If branch: the tensors of the "
                         "body's K-th run (from 0; default 0)")
-    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", type=path_arg)
     force_arg(p)
     p.set_defaults(fn=cmd_extract)
 
     p = sub.add_parser("repro", help="replay an extracted case on a backend; exit 1 if it differs")
-    p.add_argument("case", metavar="DIR")
+    p.add_argument("case", metavar="DIR", type=path_arg)
     p.add_argument("--backend", required=True)
     threads_arg(p)
     tolerance_args(p)
@@ -110,7 +112,7 @@ def register(sub) -> None:
     p = sub.add_parser("bisect", help="find the first region and node a backend gets wrong")
     model_arg(p, optional=True)
     input_args(p)
-    p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect",
+    p.add_argument("-o", "--output", metavar="DIR", default="byoc-bisect", type=path_arg,
                    help="where to extract a repro of the first bad node (default byoc-bisect)")
     force_arg(p)
     tolerance_args(p)

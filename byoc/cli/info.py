@@ -40,20 +40,20 @@ def cmd_info(args) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"model   {path}")
+    print(f"model   {show(path)}")
     print(f"opset   declared {_opsets(declared)}")
     print(f"        {_runs_at(declared.get(''), opsets.get(''))}")
     print(f"nodes   {info['nodes']}")
     print("inputs")
-    for n, t in info["inputs"].items():
-        print(f"  {show(n)}: {t}")
+    for p in mod.main.params:
+        print(f"  {show(p.name)}: {type_text(p.type)}")
     print("outputs")
-    for n, t in info["outputs"].items():
-        print(f"  {show(n)}: {t}")
+    for name, e in zip(mod.main.attrs["output_names"], outs):
+        print(f"  {show(name)}: {type_text(e.type)}")
     print("ops")
-    width = max((len(k) for k in ops), default=0)
+    width = max((len(show(k)) for k in ops), default=0)
     for op, n in ops.most_common():
-        print(f"  {op:<{width}}  {n}")
+        print(f"  {show(op):<{width}}  {n}")
     return 0
 
 
@@ -74,6 +74,13 @@ def _runs_at(declared: int | None, running: int | None) -> str:
         return f"runs at {running}: byoc upgraded it on import (onnx's version converter)"
     return (f"runs at {running}: onnx's version converter could not upgrade it to "
             f"{CANONICAL_OPSET}, so its ops run as opset {running} defines them")
+
+
+def type_text(t) -> str:
+    """A type as text, every model string in it (a dim's name) shown escaped."""
+    from ..ir import TensorType
+
+    return t.text(show) if isinstance(t, TensorType) else show(str(t))
 
 
 def register(sub) -> None:

@@ -9,6 +9,7 @@ from .common import (
     force_arg,
     load_model,
     model_arg,
+    path_arg,
     plan_arg,
     read_paths,
     report_hint,
@@ -67,7 +68,7 @@ def register(sub) -> None:
     p.add_argument("--explain", action="store_true", help="say why each host node stayed there")
     p.add_argument("--range", metavar="START:END", help="annotate a node range by hand")
     p.add_argument("--json", action="store_true")
-    p.add_argument("-o", "--output", metavar="OUT.onnx",
+    p.add_argument("-o", "--output", metavar="OUT.onnx", type=path_arg,
                    help="also write the partitioned model, one local function per region")
     force_arg(p)
     p.set_defaults(fn=cmd_partition)

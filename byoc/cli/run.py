@@ -15,9 +15,11 @@ from .common import (
     hint_made_up,
     input_args,
     load_model,
+    made_up_note,
     model_arg,
     model_inputs,
     one_line,
+    path_arg,
     plan_arg,
     prepare,
     read_paths,
@@ -111,6 +113,8 @@ def cmd_run(args) -> int:
             arr = value if hasattr(value, "shape") else None
             result["outputs"][name] = {"shape": list(arr.shape) if arr is not None else None,
                                        "dtype": arr.dtype.name if arr is not None else type(value).__name__}
+    if args.made_up:
+        result["made_up_inputs"] = args.made_up
     if args.json:
         print(json.dumps(result))
     else:
@@ -140,6 +144,8 @@ def cmd_run(args) -> int:
             print()
             print(format_profile(report))
             print(report_hint(args, profile=True))
+        if args.made_up:
+            print(made_up_note(args))
     return 0 if result["ok"] else 1
 
 
@@ -180,7 +186,7 @@ def register(sub) -> None:
     plan_arg(p)
     p.add_argument("--profile", action="store_true",
                    help="time per node and region, copies per boundary, hot spots")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (chrome://tracing)")
+    p.add_argument("--trace", metavar="FILE.json", type=path_arg, help="write a Chrome trace (chrome://tracing)")
     force_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_run)

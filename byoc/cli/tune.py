@@ -6,15 +6,18 @@ import sys
 import time
 
 from .common import (
+    amount,
     backend_list,
     force_arg,
     load_model,
     model_arg,
     model_inputs,
     one_line,
+    path_arg,
     read_paths,
     threads_arg,
     threads_of,
+    whole,
 )
 
 
@@ -80,18 +83,18 @@ def register(sub) -> None:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
                    help="value of a symbolic dim for made-up inputs (default 1)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole(0), default=0)
     threads_arg(p)
-    p.add_argument("--budget", type=float, metavar="SECONDS", default=600.0,
+    p.add_argument("--budget", type=amount(0.0, above=True), metavar="SECONDS", default=600.0,
                    help="stop the search after this long with the best plan measured so far "
                         "(default 600)")
-    p.add_argument("--atoms", type=int, default=24,
+    p.add_argument("--atoms", type=whole(1), default=24,
                    help="how finely to cut the model (more: finer placement, more to measure)")
     p.add_argument("--no-cache", action="store_true", help="measure everything again")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--fallback", choices=["host", "next"],
                    help="build and run the chosen plan once so; a region that has to move "
                         "is moved in the plan, and its moves list says why")
-    p.add_argument("-o", "--output", metavar="PLAN.json", required=True)
+    p.add_argument("-o", "--output", metavar="PLAN.json", required=True, type=path_arg)
     force_arg(p)
     p.set_defaults(fn=cmd_tune)

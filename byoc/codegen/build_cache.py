@@ -40,6 +40,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,9 @@ from types import ModuleType
 import cffi
 import cffi.recompiler
 
-from ..errors import ByocError
+from ..errors import ByocError, ByocWarning
+from ..files.reading import NotRegular, read_regular, sha256_file
+from ..files.scratch import remove_stale, scratch_prefix
 
 KEY_VERSION = "1"  # bump when the way modules are built changes
 # -fno-math-errno and -fno-trapping-math let loops calling sqrtf or comparing floats vectorize;
@@ -119,6 +122,11 @@ STATS = BuildStats()
 _LOCK = threading.Lock()
 _LOADED: dict[str, ModuleType] = {}
 _TOOLCHAIN: tuple[list[str], str, tuple[str, ...]] | None = None
+_SWEPT: set[Path] = set()
+_BUILD_PREFIX = ".build-"  # + pid, host and random: files/scratch.py tells when one is stale
+# No module byoc builds comes near this; a cache file beyond it is damage, not read whole.
+MAX_ENTRY_BYTES = 1 << 30
+_MAX_DIGEST_BYTES = 128
 
 
 # -- where -----------------------------------------------------------------------------------------
@@ -146,9 +154,14 @@ def _private_dir(path: Path) -> Path:
 
 
 def module_dir() -> Path:
-    """The folder of built modules, created private."""
+    """The folder of built modules, created private; build folders that killed processes left
+    behind are removed the first time a process asks for it."""
     root = _private_dir(cache_root())
-    return _private_dir(root / "c")
+    folder = _private_dir(root / "c")
+    if folder not in _SWEPT:
+        _SWEPT.add(folder)
+        remove_stale(folder, _BUILD_PREFIX)
+    return folder
 
 
 # -- the toolchain ---------------------------------------------------------------------------------
@@ -300,7 +313,7 @@ def _compile(target: Path, text: str, label: str, opt: tuple[str, ...], args) ->
     cc, _, flags = toolchain()
     folder = target.parent
     with _writing(folder):
-        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
+        tmp = Path(tempfile.mkdtemp(prefix=scratch_prefix(_BUILD_PREFIX), dir=folder))
     try:
         c_file = tmp / (target.name.split(".")[0] + ".c")
         with _writing(folder):
@@ -323,12 +336,15 @@ def _compile(target: Path, text: str, label: str, opt: tuple[str, ...], args) ->
         with _writing(folder):
             os.chmod(built, 0o700)
             digest = tmp / _digest_path(target).name
-            digest.write_text(_sha256(built) + "\n")
+            digest.write_text(sha256_file(built) + "\n")
             os.chmod(digest, 0o600)
+            _make_way(folder / c_file.name)
             os.replace(c_file, folder / c_file.name)  # kept beside the binary, for reading
             # Atomic renames, the binary first: a reader sees a whole file or none, and a
             # digest that does not match it yet only makes a reader build it once more.
+            _make_way(target)
             os.replace(built, target)
+            _make_way(_digest_path(target))
             os.replace(digest, _digest_path(target))
         STATS.compiled += 1
     finally:
@@ -340,21 +356,43 @@ def _digest_path(target: Path) -> Path:
     return target.with_name(target.name.split(".")[0] + ".sha256")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _make_way(path: Path) -> None:
+    """Remove what is not a regular file at a cache path about to be written (a folder: a
+    rename cannot replace it), so that a damaged entry is rebuilt, not refused."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        return
+    try:
+        shutil.rmtree(path) if stat.S_ISDIR(st.st_mode) else os.unlink(path)
+    except FileNotFoundError:  # another process cleared it first
+        pass
 
 
 def _intact(path: Path) -> bool:
-    """True if ``path`` holds the bytes its digest file says it was built with."""
+    """True if ``path`` holds the bytes its digest file says it was built with. Both are
+    checked to be regular files of a sane size before they are read (a FIFO would block, a
+    symlink to /dev/zero read forever). A missing entry is False; a damaged or odd one is
+    False with a warning, and is rebuilt."""
+    digest = _digest_path(path)
+    if not (os.path.lexists(path) and os.path.lexists(digest)):
+        return False  # not built yet (or a build is renaming it into place right now)
     try:
-        want = _digest_path(path).read_text().strip()
-        return want == _sha256(path)
-    except (OSError, UnicodeDecodeError):  # missing or unreadable: not ours to trust
-        return False
+        want = read_regular(digest, "digest", max_bytes=_MAX_DIGEST_BYTES).decode("ascii")
+        if want.strip() == sha256_file(path, "module", max_bytes=MAX_ENTRY_BYTES):
+            return True
+        why = "its bytes do not match its digest"
+    except UnicodeDecodeError:
+        why = "its digest file is not a digest"
+    except NotRegular as exc:
+        why = str(exc)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+    warnings.warn(ByocWarning(f"build cache entry {path.name} is damaged ({why}); rebuilt"),
+                  stacklevel=2)
+    return False
 
 
 def _load(name: str, path: Path) -> ModuleType:

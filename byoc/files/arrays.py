@@ -57,14 +57,14 @@ def _header(f, size: int, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
         raise InputError(f"{where}: its .npy header cannot be read ({exc})") from None
     if dtype.hasobject:
         raise InputError(f"{where} holds Python objects (a pickle), which byoc never loads")
-    why = too_big(shape, dtype.itemsize)
-    if why:
-        raise InputError(f"{where}: {why}")
     need = math.prod(shape) * dtype.itemsize
     left = size - (f.tell() - start)
     if need > left:
         raise InputError(f"{where}: its header declares shape {list(shape)} of {dtype} "
                          f"({need:,} bytes), but it holds only {left:,} bytes of data")
+    why = too_big(shape, dtype.itemsize)
+    if why:
+        raise InputError(f"{where}: {why}")
     return shape, fortran, dtype
 
 

@@ -72,6 +72,8 @@ def check_output_file(path: str | os.PathLike, force: bool = False,
                       protect: Iterable[str | os.PathLike] = ()) -> None:
     """Refuse an output file byoc may not write (see the module's rules); nothing is written."""
     path = os.fspath(path)
+    if not path:
+        raise OutputError("an output path is empty")
     if path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
         raise OutputError(f"cannot write {_shown(path)}: it names a folder; give a file name")
     _parent_ready(path)
@@ -162,6 +164,8 @@ def check_output_folder(path: str | os.PathLike, force: bool = False, ignore: st
     """Refuse an output folder byoc may not write (see the module's rules); nothing is written.
     ``ignore``: an entry of the folder that does not count (byoc's own staging folder)."""
     path = os.fspath(path)
+    if not path:
+        raise OutputError("an output folder is empty")
     if os.path.lexists(path) and not os.path.exists(path):
         raise OutputError(f"cannot write into {_shown(path)}: it is a broken symlink")
     if not os.path.exists(path):

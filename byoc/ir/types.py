@@ -27,12 +27,19 @@ class TensorType:
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
 
     def __str__(self) -> str:
-        if self.shape is None:
-            dims = "?"
-        else:
-            dims = "(" + ", ".join("?" if d is None else str(d) for d in self.shape)
-            dims += ",)" if len(self.shape) == 1 else ")"
+        return self.text(str)
+
+    def text(self, name=str) -> str:
+        """``Tensor[(n, 3), float32]``, each named dim shown through ``name`` (the CLI passes
+        ``report.show``, so that a dim name cannot break a line or reach the terminal raw)."""
+        dims = "?" if self.shape is None else dims_text(self.shape, name)
         return f"Tensor[{dims}, {self.dtype or '?'}]"
+
+
+def dims_text(shape, name=str) -> str:
+    """``(n, 3, ?)``: a shape's dims, named ones through ``name``, unknown ones as ``?``."""
+    text = ", ".join("?" if d is None else str(d) if isinstance(d, int) else name(d) for d in shape)
+    return f"({text},)" if len(shape) == 1 else f"({text})"
 
 
 @dataclass(frozen=True, slots=True)

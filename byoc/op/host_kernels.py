@@ -143,17 +143,15 @@ def reference(call: Call, ctx: KernelContext) -> Kernel:
 
 def onnxruntime(call: Call, ctx: KernelContext) -> Kernel:
     """onnxruntime's kernel for the op, for contrib domains that onnx.reference lacks."""
-    import onnxruntime as ort
+    from ..runtime.ort_sessions import run_options
+    from ..runtime.ort_sessions import session as ort_session
 
     model, names = one_node_model(call, ctx.opsets)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = ctx.threads or 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = ort_session(model, threads=ctx.threads or 1)
+    quiet = run_options()
 
     def run(*arrays):
         feeds = {n: a for n, a in zip(names, (a for a in arrays if a is not None))}
-        return tuple(session.run(None, feeds))
+        return tuple(session.run(None, feeds, quiet))
 
     return run

@@ -336,7 +336,12 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
             args.append(value)
             continue
         if not isinstance(value, np.ndarray):
-            value = np.asarray(value)
+            try:
+                value = np.asarray(value)
+            except (ValueError, TypeError) as exc:  # a ragged list, objects numpy cannot hold
+                raise InputError(f"input {p.name!r} cannot be made into an array: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                                 ) from None
         if not value.dtype.isnative:  # big-endian data: C and onnxruntime read native bytes
             value = value.astype(value.dtype.newbyteorder("="))
         if isinstance(t, TensorType):
@@ -364,7 +369,12 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
 
 
 def _fmt(shape) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+    """A declared shape in a message: a dim's name shown escaped, so no newline in it cuts
+    the message's one line short."""
+    from ..ir.types import dims_text
+    from ..report import show
+
+    return dims_text(shape, show)
 
 
 def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = None,

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from ..codegen.build_cache import CacheError, _private_dir, cache_root
+from ..files.reading import NotRegular, read_regular
 
 ENTRY_VERSION = 1
 _MAX_ENTRY_BYTES = 1 << 20
@@ -50,10 +51,11 @@ class MeasurementCache:
             return None
         try:
             path = self.path(key)
-            if path.stat().st_size > _MAX_ENTRY_BYTES:
+            if not path.exists():
                 return None
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError, CacheError):
+            # A regular file of a sane size only: a FIFO would block, /dev/zero never end.
+            entry = json.loads(read_regular(path, "tune cache entry", max_bytes=_MAX_ENTRY_BYTES))
+        except (OSError, ValueError, CacheError, NotRegular):
             return None
         if not isinstance(entry, dict) or entry.get("version") != ENTRY_VERSION \
                 or entry.get("key") != key or not isinstance(entry.get("payload"), dict):

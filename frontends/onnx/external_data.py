@@ -10,6 +10,7 @@ serializes it).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 
 import numpy as np
@@ -17,6 +18,7 @@ import onnx
 from onnx import TensorProto, external_data_helper
 
 from byoc.errors import ModelError
+from byoc.files.reading import kind, open_regular
 
 from byoc.op import onnx_bridge
 
@@ -51,8 +53,14 @@ def safe_location(base_dir: str, location: str, tensor: str) -> str:
     if os.path.commonpath([base, path]) != base:
         raise ModelError(f"tensor {tensor!r}: external data location {location!r} points outside "
                          "the model's folder")
-    if not os.path.isfile(path):
-        raise ModelError(f"tensor {tensor!r}: external data file {location!r} does not exist")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise ModelError(f"tensor {tensor!r}: external data file {location!r} does not exist") \
+            from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the read, a device never end it
+        raise ModelError(f"tensor {tensor!r}: external data file {location!r} is {kind(mode)}, "
+                         "not a regular file")
     return path
 
 
@@ -105,7 +113,7 @@ def prepare_external_data(model: onnx.ModelProto, base_dir: str | None) -> bool:
         path, offset, length = _extent(tensor, base_dir, node)
         if is_init:
             continue
-        with open(path, "rb") as f:
+        with open_regular(path, f"tensor {tensor.name!r}: external data", error=ModelError) as f:
             f.seek(offset)
             tensor.raw_data = f.read(length)
         tensor.data_location = TensorProto.DEFAULT

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from byoc.errors import ModelError
+from byoc.files.reading import read_regular
 from byoc.ir import (DEFAULTS, NO_ATTRS, UNKNOWN, Call, Constant, Expr, Function, IRModule, Span, TensorType,
                      Tuple, TupleGetItem, TupleType, Type, Var, incomplete)
 from byoc.ir.collector import collector_paused
@@ -47,12 +48,8 @@ def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tu
         data, base = path_or_model, None
     else:
         path = os.fspath(path_or_model)
-        if not os.path.exists(path):
-            raise ModelError(f"no such file: {path}")
-        if os.path.isdir(path):
-            raise ModelError(f"{path} is a folder, not an ONNX model")
-        with open(path, "rb") as f:
-            data = f.read()
+        # Only a regular file: a FIFO would block forever, /dev/zero read until memory ends.
+        data = read_regular(path, "model", error=ModelError)
         base = os.path.dirname(os.path.abspath(path))
     model = onnx.ModelProto()
     try:

@@ -73,10 +73,10 @@ REFUSED = {  # what the bad file holds -> what the one line must say
     "rank 3": ("a=rank3.npy", "input 'a' must have rank 2"),
     "a 0-d array": ("a=scalar.npy", "input 'a' must have rank 2"),
     "a wrong static dim": ("a=wide.npy", "input 'a' must have shape (n, 3), got (2, 4) (dim 1)"),
-    "a pickle": ("a=pickle.npy", "is not a readable .npy file"),
-    "not .npy at all": ("a=m.onnx", "is not a readable .npy file"),
+    "a pickle": ("a=pickle.npy", "holds Python objects (a pickle), which byoc never loads"),
+    "not .npy at all": ("a=m.onnx", "is not a .npy or .npz file"),
     "no such file": ("a=nowhere.npy", "no such file 'nowhere.npy'"),
-    "no NAME=": ("a.npy", "--input wants NAME=FILE.npy"),
+    "no NAME=, two inputs": ("a.npy", "say which input it is with --input NAME=a.npy"),
 }
 
 
@@ -138,8 +138,8 @@ def test_refusals_that_need_two_flags(folder, capsys, monkeypatch) -> None:
     for flags, needle in [(["--input", "a=a.npy", "--input", "b=b3.npy"],
                            "input 'b' dim 0 is 3, but dim 'n' is 2 in 'a'"),
                           (["--input", "a=a.npy", "--input", "a=b.npy"],
-                           "--input a is given twice"),
-                          (["--dim", "n=two"], "--dim wants NAME=N, got 'n=two'")]:
+                           "input 'a' is given twice"),
+                          (["--dim", "n=two"], "--dim n wants a size (0, 1, 2, ...), got 'two'")]:
         assert_one_line(*byoc_main(capsys, "run", "m.onnx", *flags)[::2], needle)
 
 

@@ -84,7 +84,7 @@ def test_the_plan_replays_everywhere(plan_file, tmp_path, capsys):
     (["partition", "--plan", "PLAN", "--backend", "reference"], "drop --backend"),
     (["run", "--plan", "PLAN", "--backend", "reference"], "drop --backend"),
     (["run", "--plan", "missing.json"], "plan: no such file"),
-    (["tune", "--backend", "reference", "--budget", "0", "-o", "x.json"], "--budget must be"),
+    (["tune", "--backend", "reference", "--budget", "0", "-o", "x.json"], "argument --budget"),
     (["tune", "--backend", "nope", "-o", "x.json"], "unknown backend 'nope'"),
 ])
 def test_errors_are_one_line(plan_file, capsys, argv, message):
