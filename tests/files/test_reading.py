@@ -166,3 +166,10 @@ def test_a_tune_cache_entry_that_is_a_fifo_or_device_is_a_miss(tmp_path):
         make(path)
         assert cache.get(key) is None
 
+
+def test_the_openvino_answers_file_that_is_a_fifo_is_not_read(tmp_path):
+    """backends/openvino/answers.py keeps OpenVINO's verdicts in the cache folder."""
+    answers = pytest.importorskip("byoc.backends.openvino.answers")
+    os.mkfifo(tmp_path / "answers.json")
+    assert answers._read(tmp_path / "answers.json") == {"verdicts": {}, "held": {}}
+
