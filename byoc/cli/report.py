@@ -15,10 +15,11 @@ from .common import (
     load_model,
     model_arg,
     model_inputs,
-    parse_dims,
+    path_arg,
     plan_arg,
     read_paths,
     settled,
+    whole,
 )
 
 
@@ -47,7 +48,9 @@ def cmd_report(args) -> int:
         part = partition(mod, backends=backends)
     else:
         part = mod
-    dims = parse_dims(args.dim)
+    from ..inputs import parse_dims
+
+    dims = parse_dims(args.dim, mod.main)
     prof = None
     if args.profile:
         from ..profile import profile
@@ -99,8 +102,8 @@ def register(sub) -> None:
     plan_arg(p)
     p.add_argument("--profile", action="store_true",
                    help="run the model and show every node's and region's time")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs for --profile (median)")
+    p.add_argument("--repeat", type=whole(1), default=5, help="timed runs for --profile (median)")
     fallback_arg(p)
-    p.add_argument("-o", "--output", metavar="REPORT.html", required=True)
+    p.add_argument("-o", "--output", metavar="REPORT.html", required=True, type=path_arg)
     force_arg(p)
     p.set_defaults(fn=cmd_report)
