@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import statistics
 import sys
@@ -101,10 +102,14 @@ def collect(names: list[str]) -> collections.Counter:
     return found
 
 
+def _attrs(key) -> dict:
+    return {k: eval(v) if v[:1] in "[0123456789" else v for k, v in key[4]}  # noqa: S307
+
+
 def one_node(key) -> tuple[onnx.ModelProto, dict]:
-    op, x, w, bias, attrs = key
+    op, x, w, bias, _ = key
     rng = np.random.default_rng(0)
-    attrs = {k: eval(v) if v[:1] in "[0123456789" else v for k, v in attrs}  # noqa: S307
+    attrs = _attrs(key)
     inits, inputs = [], ["x"]
     if op == "Conv":
         inits.append(helper.make_tensor("w", TensorProto.FLOAT, w,
@@ -130,6 +135,9 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(CNNS))
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--top", type=int, default=25, help="slowest shapes to list")
+    parser.add_argument("--kinds", help="comma-separated kinds to run (3x3, 3x3 s2, depthwise, "
+                                        "pointwise, other conv, maxpool s1, maxpool s2)")
+    parser.add_argument("--json", help="also write every shape's row to this file")
     parser.add_argument("--clock", choices=["wall", "thread"], default="wall",
                         help="thread: this thread's CPU time (one thread each side; on a "
                              "loaded machine wall time counts the waits for a core too)")
@@ -144,6 +152,10 @@ def main() -> int:
     found = collect([n for n in args.models.split(",") if n])
     print(f"{len(found)} distinct shapes, {sum(found.values())} ops; {args.threads} thread(s) "
           f"each side; {args.stat} of the rounds, {args.clock} clock; load average {os.getloadavg()[0]:.1f}")
+    kind_of = {key: _kind(key[0], key[1], key[2], _attrs(key)) for key in found}
+    if args.kinds:
+        wanted = set(args.kinds.split(","))
+        found = collections.Counter({k: n for k, n in found.items() if kind_of[k] in wanted})
     rows = []
     for k, (key, count) in enumerate(found.items(), 1):
         print(f"[{k}/{len(found)}] {key[0]} {key[1]} {key[2]}", file=sys.stderr, flush=True)
@@ -155,11 +167,9 @@ def main() -> int:
         session.run(None, feeds)
         ours, theirs = interleaved([lambda: exe.run(feeds), lambda: session.run(None, feeds)],
                                    args.repeat, 5.0, stat, clock)
-        attrs = dict(key[4])
-        rows.append({"op": key[0], "x": key[1], "w": key[2], "count": count,
-                     "kind": _kind(key[0], key[1], key[2], {k: eval(v) if v[:1] in "[0123456789"  # noqa: S307
-                                                            else v for k, v in attrs.items()}),
-                     "native_ms": ours * 1e3, "ort_ms": theirs * 1e3, "ratio": ours / theirs})
+        rows.append({"op": key[0], "x": key[1], "w": key[2], "attrs": dict(key[4]),
+                     "count": count, "kind": kind_of[key], "native_ms": ours * 1e3,
+                     "ort_ms": theirs * 1e3, "ratio": ours / theirs})
     print(f"\n{'kind':<14}{'shapes':>7}{'ops':>6}{'median':>9}{'weighted':>10}")
     kinds = sorted({r["kind"] for r in rows})
     for kind in kinds:
@@ -175,6 +185,12 @@ def main() -> int:
     for r in sorted(rows, key=lambda r: -r["ratio"])[:args.top]:
         print(f"  {r['kind']:<12}{str(r['x']):<20}{str(r['w']):<18}x{r['count']:<3}"
               f"{r['native_ms']:>9.3f} ms{r['ort_ms']:>9.3f} ms{r['ratio']:>7.2f}x")
+    if args.json:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"load_average": os.getloadavg()[0], "clock": args.clock, "stat": args.stat,
+                       "threads": args.threads, "rows": rows}, f, indent=1)
+        os.replace(tmp, args.json)
     return 0
 
 
