@@ -742,6 +742,33 @@ void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
 }
 """
 
+# Window loops over padded planes (ops/plane.py) work on whole vectors.
+_WINDOW = r"""
+/* MaxPool's fold, lane by lane: m > t ? m : t (a NaN tap is skipped unless it comes last). */
+static inline byoc_vf byoc_vmax(byoc_vf m, byoc_vf t) {
+    byoc_vf r;
+    for (int l = 0; l < BYOC_VW; l++) r[l] = m[l] > t[l] ? m[l] : t[l];
+    return r;
+}
+/* a * b + c rounded once, lane by lane: one vector FMA where the CPU has them. */
+/* (Regions are compiled with -ffp-contract=off, so that a * b + c rounds twice as */
+/* onnxruntime's Mul and Add do; MLAS takes a conv's sum in its own order with FMAs.) */
+static inline byoc_vf byoc_vfma(byoc_vf a, byoc_vf b, byoc_vf c) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+    byoc_vf r;
+    for (int l = 0; l < BYOC_VW; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+    return r;
+#else
+    return a * b + c;
+#endif
+}
+static inline byoc_vf byoc_vsplat(float x) {
+    byoc_vf v;
+    for (int l = 0; l < BYOC_VW; l++) v[l] = x;
+    return v;
+}
+"""
+
 # Sums and maxima of contiguous rows with vector accumulators: a plain C loop would be kept in
 # order (float addition is not associative) and so never vectorized.
 _REDUCE = r"""
@@ -817,7 +844,7 @@ void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
 LIBRARY = "\n".join(part.strip("\n") for part in (_PRELUDE, _RT, _VEC, _DECLS, _GEMM, _CONV,
                                                      _POOL))
 LINKED = frozenset({"gemm", "conv", "pool"})  # what ctx.need() names that the library holds
-_INLINE = {"math": _MATH, "reduce": _REDUCE}  # pasted into the region (they inline into loops)
+_INLINE = {"math": _MATH, "reduce": _REDUCE, "window": _WINDOW}  # pasted into the region (they inline into loops)
 
 
 def render(needed: set[str]) -> str:

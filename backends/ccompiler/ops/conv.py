@@ -41,8 +41,8 @@ def winograd(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
 
 def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
               epilogue: str = "0") -> bool:
-    """A GEMM conv takes ``epilogue`` (as MatMul does, ``linalg.py``); a depthwise one does
-    not (returns False: the caller applies it after)."""
+    """Applies ``epilogue`` (a ``const byoc_epi *`` as MatMul takes, ``linalg.py``) to each
+    finished tile or channel; returns False where it could not (the caller applies it after)."""
     x, w, out = ins[0], ins[1], outs[0]
     bias = ins[2] if len(ins) > 2 else None
     assert x is not None and w is not None
@@ -50,11 +50,10 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     win = window(call, x.shape[2:], kernel, out.shape[2:])
     dims = _dims(x, out, kernel, win)
     groups = int(call.attrs.get("group", 1))
-    cg, mg = x.shape[1] // groups, out.shape[1] // groups
+    cg = x.shape[1] // groups
     taps = dims[7] * dims[8]
     if cg == 1 and taps <= MAX_TAPS:
-        emit_depthwise(ctx, x, w, bias, out, dims)
-        return False
+        return emit_depthwise(ctx, x, w, bias, out, dims, epilogue)
     ctx.need("conv")
     if winograd(x, w, dims, groups):
         n, c, h, wd, m, oh, ow = dims[:7]

@@ -1,54 +1,124 @@
-"""A channel copied into a padded plane in scratch, so that window loops need no bounds checks.
+"""A channel copied into a padded plane in scratch, so that window loops (depthwise convs,
+max and average pools) need no bounds checks and read whole vectors, at any stride.
 
-Depthwise convs pad with zeros, max pools with -infinity. The plane reaches as far as the last
-output's window does, so every tap of every output lands inside it.
+A plane row is the padded input row split into ``sw`` phases: padded column ``c`` lies in
+phase ``c % sw`` at ``c // sw``. Tap (i, j) of output (oh, ow) then reads element
+``ow + (j * dw) // sw`` of phase ``(j * dw) % sw`` of plane row ``oh * sh + i * dh``:
+consecutive outputs read consecutive floats, stride 2 as well as 1 (no gather, no shuffle).
+Each phase reaches a whole vector past the last output, so a row is computed in vectors of
+``BYOC_VW`` outputs, the last one overlapping the one before when the row is not a multiple
+of it (those lanes are computed twice, to the same values) and a row narrower than a vector
+goes through a vector on the stack.
+
+Depthwise convs pad with zeros, max pools with -infinity, average pools with zeros (a padded
+tap adds +0 to a sum started at +0: the sum of the real taps, bit for bit).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ..emitter import Emit
 
 MAX_TAPS = 64  # windows larger than this are left to loops that check bounds
+LANES = 16  # the widest vector a row may be computed in (floats): each phase reaches past it
 
 
-def plane_size(dims: list[int]) -> tuple[int, int]:
-    """(height, width) of the plane for H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW."""
-    h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
-    return (max(h + ph, (oh - 1) * sh + (kh - 1) * dh + 1),
-            max(w + pw, (ow - 1) * sw + (kw - 1) * dw + 1))
+@dataclass(frozen=True)
+class Plane:
+    """The geometry of a window op over one channel: H, W, OH, OW, KH, KW, SH, SW, PH, PW,
+    DH, DW (1-D ops seen as H = 1)."""
+
+    h: int
+    w: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+
+    @classmethod
+    def of(cls, dims: list[int]) -> Plane:
+        return cls(*(int(d) for d in dims))
+
+    @property
+    def rows(self) -> int:
+        """Plane rows: as far as the last output's window reaches (or the input, if further)."""
+        return max(self.h + self.ph, (self.oh - 1) * self.sh + (self.kh - 1) * self.dh + 1)
+
+    @property
+    def phase(self) -> int:
+        """Floats per phase of a row: a vector's reach past the last output, for every tap."""
+        return max(self.ow, LANES) + (self.kw - 1) * self.dw // self.sw
+
+    @property
+    def width(self) -> int:
+        """Floats per plane row (all its phases)."""
+        return self.sw * self.phase
+
+    def tap(self, j: int) -> int:
+        """Where tap column ``j`` starts in a plane row, for output 0."""
+        c = j * self.dw
+        return c % self.sw * self.phase + c // self.sw
 
 
-def emit_plane(ctx: Emit, channel: str, dims: list[int], fill: str) -> str:
+def emit_plane(ctx: Emit, channel: str, g: Plane, fill: str) -> str:
     """Copy the channel at C pointer ``channel`` into a plane filled with ``fill``; returns the
-    plane's pointer (``p``, declared in the current block)."""
-    h, w, _, _, _, _, _, _, ph, pw, _, _ = dims
-    hp, wp = plane_size(dims)
+    plane's pointer (``p``, declared in the current block). Each float is written once."""
     src = ctx.src
-    src.line(f"float *restrict p = {ctx.scratch(4 * hp * wp)};")
-    # the border filled, the channel copied in: each element of the plane written once
-    if ph:
-        src.line(f"for (long i = 0; i < {ph * wp}; i++) p[i] = {fill};")
-    if hp > ph + h:
-        src.line(f"for (long i = {(ph + h) * wp}; i < {hp * wp}; i++) p[i] = {fill};")
-    with src.block(f"for (long ih = 0; ih < {h}; ih++)"):
-        src.line(f"float *restrict row = p + (ih + {ph}) * {wp};")
-        if pw:
-            src.line(f"for (long j = 0; j < {pw}; j++) row[j] = {fill};")
-        src.line(f"memcpy(row + {pw}, {channel} + ih * {w}, {4 * w});")
-        if wp > pw + w:
-            src.line(f"for (long j = {pw + w}; j < {wp}; j++) row[j] = {fill};")
+    rows, width, phase = g.rows, g.width, g.phase
+    src.line(f"float *restrict p = {ctx.scratch(4 * rows * width)};")
+    if g.ph:
+        src.line(f"for (long i = 0; i < {min(g.ph, rows) * width}; i++) p[i] = {fill};")
+    if rows > g.ph + g.h:
+        src.line(f"for (long i = {(g.ph + g.h) * width}; i < {rows * width}; i++) p[i] = {fill};")
+    copied = min(g.h, rows - g.ph)  # input rows below the last window are never read
+    if copied <= 0:
+        return "p"
+    with src.block(f"for (long ih = 0; ih < {copied}; ih++)"):
+        src.line(f"float *restrict row = p + (ih + {g.ph}) * {width};")
+        src.line(f"const float *restrict xr = {channel} + ih * {g.w};")
+        for q in range(g.sw):
+            # phase q's element u is padded column q + sw * u, input column q + sw * u - pw
+            lo = min(phase, max(0, -(-(g.pw - q) // g.sw)))
+            hi = max(lo, min(phase, (g.pw + g.w - 1 - q) // g.sw + 1))
+            at = q * phase
+            if lo:
+                src.line(f"for (long u = {at}; u < {at + lo}; u++) row[u] = {fill};")
+            if hi > lo and g.sw == 1:
+                src.line(f"memcpy(row + {at + lo}, xr + {lo - g.pw}, {4 * (hi - lo)});")
+            elif hi > lo:
+                src.line(f"for (long u = {lo}; u < {hi}; u++) "
+                         f"row[{at} + u] = xr[{q - g.pw} + {g.sw} * u];")
+            if phase > hi:
+                src.line(f"for (long u = {at + hi}; u < {at + phase}; u++) row[u] = {fill};")
     return "p"
 
 
-def emit_window_rows(ctx: Emit, dims: list[int], out_row: str, combine) -> None:
-    """For each output row: pointers to the plane rows its windows read, and one loop over the
-    row assigning ``combine(terms)``, where terms are the C reads of the taps in order."""
-    _, _, oh, ow, kh, kw, sh, sw, _, _, dh, dw = dims
-    _, wp = plane_size(dims)
+def emit_window_rows(ctx: Emit, g: Plane, out_plane: str,
+                     combine: Callable[[list[str]], list[str]]) -> None:
+    """Each output row of the plane at ``out_plane`` (OH x OW floats) in vectors: ``combine``
+    takes the taps' vector loads (C expressions, in (i, j) order) and returns the statements
+    computing ``byoc_vf acc`` from them (the statements may use ``oh`` and ``at``, the row's
+    first output the vector holds)."""
     src = ctx.src
-    with src.block(f"for (long oh = 0; oh < {oh}; oh++)"):
-        src.line(f"float *restrict yr = {out_row};")
-        for i in range(kh):
-            src.line(f"const float *restrict r{i} = p + (oh * {sh} + {i * dh}) * {wp};")
-        terms = [f"r{i}[ow * {sw} + {j * dw}]" for i in range(kh) for j in range(kw)]
-        src.line(f"for (long ow = 0; ow < {ow}; ow++) yr[ow] = {combine(terms)};")
+    with src.block(f"for (long oh = 0; oh < {g.oh}; oh++)"):
+        for i in range(g.kh):
+            src.line(f"const float *restrict r{i} = p + (oh * {g.sh} + {i * g.dh}) * {g.width};")
+        src.line(f"float *restrict yr = {out_plane} + oh * {g.ow};")
+        # a vector at 0, BYOC_VW, ..., the last one ending at the row's end
+        with src.block(f"for (long o = 0; o < {g.ow}; o += BYOC_VW)"):
+            src.line(f"const long at = {g.ow} <= BYOC_VW ? 0 : "
+                     f"o + BYOC_VW > {g.ow} ? {g.ow} - BYOC_VW : o;")
+            taps = [f"*(const byoc_vf *)(r{i} + {g.tap(j)} + at)"
+                    for i in range(g.kh) for j in range(g.kw)]
+            for line in combine(taps):
+                src.line(line)
+            src.line(f"if ({g.ow} >= BYOC_VW) *(byoc_vf *)(yr + at) = acc;")
+            src.line(f"else memcpy(yr, &acc, {4 * g.ow});")

@@ -1,12 +1,14 @@
-"""Pooling: MaxPool as window loops over a padded plane (a C helper for huge windows),
-AveragePool by a C helper, global pools as one loop nest."""
+"""Pooling: MaxPool and AveragePool as vector loops over a padded plane (``plane.py``; a C
+helper for huge windows), global pools as one loop nest."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from byoc.ir import Call
 
 from ..emitter import Emit, Tensor
-from .plane import MAX_TAPS, emit_plane, emit_window_rows
+from .plane import MAX_TAPS, Plane, emit_plane, emit_window_rows
 from .window import window
 
 
@@ -31,29 +33,51 @@ def emit_max_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Te
         args = ", ".join(str(d) for d in [*dims, dh, dw])
         ctx.src.line(f"byoc_maxpool2d({x.ptr}, {out.ptr}, {args});")
         return
-    geometry = [*dims[1:], dh, dw]
-    ctx.need("math")
+    g = Plane.of([*dims[1:], dh, dw])
+    ctx.need("window")
     with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
-        emit_plane(ctx, f"({x.ptr} + nc * {h * w})", geometry, "-INFINITY")
-        emit_window_rows(ctx, geometry, f"{out.ptr} + nc * {oh * ow} + oh * {ow}", _max)
+        emit_plane(ctx, f"({x.ptr} + nc * {h * w})", g, "-INFINITY")
+        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps: [
+            f"byoc_vf acc = {taps[0]};", *(f"acc = byoc_vmax(acc, {t});" for t in taps[1:])])
 
 
-def _max(terms: list[str]) -> str:
-    out = terms[0]
-    for t in terms[1:]:
-        out = f"byoc_fmax({out}, {t})"
-    return out
+def _counts(size: int, out: int, k: int, s: int, begin: int, end: int, with_pad: bool
+            ) -> list[int]:
+    """Per output along one dim: how many taps an average divides by (as byoc_avgpool2d)."""
+    counts = []
+    for o in range(out):
+        lo = o * s - begin
+        hi = min(lo + k, size + end)
+        counts.append(hi - lo if with_pad else min(hi, size) - max(lo, 0))
+    return counts
 
 
 def emit_average_pool(ctx: Emit, call: Call, ins: list[Tensor | None],
                       outs: list[Tensor]) -> None:
+    """Sums in window order from +0 over a zero-padded plane, divided by the count (a product
+    of a row's and a column's, both exact in float32): bit-equal to the library's loop,
+    which is onnxruntime's order."""
     x, out = ins[0], outs[0]
     assert x is not None
-    ctx.need("pool")
     dims, (eh, ew, _, _) = _pool_dims(call, x, out)
     count_pad = int(call.attrs.get("count_include_pad", 0))
-    args = ", ".join(str(d) for d in [*dims, eh, ew, count_pad])
-    ctx.src.line(f"byoc_avgpool2d({x.ptr}, {out.ptr}, {args});")
+    planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw = dims
+    rows = _counts(h, oh, kh, sh, ph, eh, bool(count_pad))
+    cols = _counts(w, ow, kw, sw, pw, ew, bool(count_pad))
+    if kh * kw > MAX_TAPS or min(rows, default=1) <= 0 or min(cols, default=1) <= 0:
+        ctx.need("pool")  # a window all padding divides by nothing: the helper gives 0
+        args = ", ".join(str(d) for d in [*dims, eh, ew, count_pad])
+        ctx.src.line(f"byoc_avgpool2d({x.ptr}, {out.ptr}, {args});")
+        return
+    g = Plane.of([*dims[1:], 1, 1])
+    rt = ctx.constant(np.array(rows, np.float32))
+    ct = ctx.constant(np.array(cols + [1] * (g.phase - ow), np.float32))
+    ctx.need("window")
+    with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
+        emit_plane(ctx, f"({x.ptr} + nc * {h * w})", g, "0.0f")
+        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps: [
+            "byoc_vf acc = byoc_vsplat(0.0f);", *(f"acc += {t};" for t in taps),
+            f"acc = acc / ({rt}[oh] * *(const byoc_vf *)({ct} + at));"])
 
 
 def emit_global_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:

@@ -1,0 +1,151 @@
+"""native's conv and pool kernels against onnxruntime, shape by shape: pointwise (as a GEMM,
+thin ones included), depthwise (any stride, dilation, multiplier, pads), 3x3 (direct,
+Winograd), strided and large kernels, grouped convs, MaxPool and AveragePool; odd sizes, rows
+narrower than a vector, batch > 1 and a dynamic batch; each with the epilogue a model fuses
+(bias, Relu, a residual Add). The same bits at 1 and 3 threads; within 1e-5 of the output's
+largest magnitude of onnxruntime (pools: equal)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import byoc
+from byoc.compare import run_onnxruntime
+from tests.conftest import make_model
+
+FLOAT = TensorProto.FLOAT
+
+# (x shape, w shape, attributes), each run as Conv -> (+ residual) -> Relu
+CONVS = {
+    "pointwise": ((2, 24, 7, 9), (20, 24, 1, 1), {}),
+    "pointwise_se": ((2, 40, 1, 1), (10, 40, 1, 1), {}),  # one pixel: a matrix-vector product
+    "pointwise_wide": ((1, 64, 3, 5), (33, 64, 1, 1), {}),
+    "pointwise_strided": ((1, 16, 9, 11), (24, 16, 1, 1), {"strides": [2, 2]}),
+    "pointwise_grouped": ((1, 16, 5, 6), (12, 4, 1, 1), {"group": 4}),
+    "depthwise_3x3": ((2, 12, 13, 17), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),
+    "depthwise_3x3_s2": ((1, 8, 15, 20), (8, 1, 3, 3),
+                         {"pads": [1, 1, 1, 1], "strides": [2, 2], "group": 8}),
+    "depthwise_5x5_s2_odd": ((1, 6, 11, 13), (6, 1, 5, 5),
+                             {"pads": [2, 1, 2, 2], "strides": [2, 2], "group": 6}),
+    "depthwise_narrow": ((2, 5, 4, 3), (5, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 5}),
+    "depthwise_wide_rows": ((1, 4, 2, 37), (4, 1, 5, 5), {"pads": [2, 2, 2, 2], "group": 4}),
+    "depthwise_multiplier": ((1, 4, 9, 10), (8, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 4}),
+    "depthwise_dilated": ((1, 6, 12, 19), (6, 1, 3, 3),
+                          {"pads": [2, 0, 2, 1], "strides": [1, 2], "dilations": [2, 3],
+                           "group": 6}),
+    "depthwise_1d": ((2, 6, 23), (6, 1, 5), {"pads": [2, 2], "strides": [2], "group": 6}),
+    "conv_3x3": ((1, 13, 11, 10), (17, 13, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "conv_3x3_winograd": ((2, 32, 9, 13), (40, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "conv_3x3_s2": ((1, 16, 17, 14), (24, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "conv_stem_7x7_s2": ((1, 3, 37, 41), (16, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    "conv_5x5": ((1, 8, 12, 11), (12, 8, 5, 5), {"pads": [2, 2, 2, 2]}),
+    "conv_grouped": ((1, 8, 10, 9), (12, 4, 3, 3), {"pads": [0, 1, 1, 0], "group": 2}),
+    "conv_dilated_s2": ((1, 5, 16, 15), (7, 5, 3, 3),
+                        {"pads": [2, 2, 2, 2], "strides": [2, 1], "dilations": [2, 2]}),
+    "conv_1x3": ((2, 12, 3, 20), (10, 12, 1, 3), {"pads": [0, 1, 0, 1]}),
+}
+
+POOLS = {
+    "maxpool_3x3_s2": ("MaxPool", (2, 8, 17, 21), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                   "pads": [1, 1, 1, 1]}),
+    "maxpool_ceil": ("MaxPool", (1, 5, 13, 13), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                 "ceil_mode": 1}),
+    "maxpool_s1_narrow": ("MaxPool", (1, 9, 5, 7), {"kernel_shape": [3, 3],
+                                                    "pads": [1, 1, 1, 1]}),
+    "maxpool_dilated": ("MaxPool", (1, 4, 12, 14), {"kernel_shape": [2, 3], "strides": [1, 2],
+                                                    "dilations": [2, 2]}),
+    "maxpool_2x2": ("MaxPool", (1, 6, 10, 19), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    "avgpool_3x3": ("AveragePool", (1, 8, 14, 14), {"kernel_shape": [3, 3],
+                                                    "pads": [1, 1, 1, 1]}),
+    "avgpool_with_pad": ("AveragePool", (2, 4, 11, 10),
+                         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                          "count_include_pad": 1}),
+    "avgpool_ceil": ("AveragePool", (1, 4, 11, 16), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                     "pads": [0, 1, 1, 0], "ceil_mode": 1}),
+    "avgpool_2x2_s2": ("AveragePool", (1, 6, 12, 9), {"kernel_shape": [2, 2],
+                                                      "strides": [2, 2]}),
+}
+
+
+def _model(rng: np.random.Generator, batch: int | str | None = None):
+    """Every conv and pool above as a branch of one model (one region, one compile)."""
+    n = helper.make_node
+    nodes, inputs, outputs, inits, feeds = [], [], [], [], {}
+
+    def x_input(name, shape):
+        shape = tuple(shape)
+        inputs.append((name, FLOAT, [batch if batch is not None else shape[0], *shape[1:]]))
+        feeds[name] = rng.standard_normal(shape).astype(np.float32)
+
+    for k, (name, (xs, ws, attrs)) in enumerate(CONVS.items()):
+        x_input(f"x_{name}", xs)
+        w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+        inits += [helper.make_tensor(f"w_{name}", FLOAT, ws, w.ravel()),
+                  helper.make_tensor(f"b_{name}", FLOAT, [ws[0]],
+                                     rng.standard_normal(ws[0]).astype(np.float32))]
+        nodes.append(n("Conv", [f"x_{name}", f"w_{name}", f"b_{name}"], [f"c_{name}"],
+                       name=f"conv_{name}", **attrs))
+        last = f"c_{name}"
+        if k % 2:  # a residual: the conv's own output, scaled (an epilogue that reads memory)
+            nodes.append(n("Mul", [last, "half"], [f"h_{name}"], name=f"half_{name}"))
+            nodes.append(n("Add", [last, f"h_{name}"], [f"s_{name}"], name=f"add_{name}"))
+            last = f"s_{name}"
+        nodes.append(n("Relu", [last], [f"y_{name}"], name=f"relu_{name}"))
+        outputs.append((f"y_{name}", FLOAT, None))
+    for name, (op, xs, attrs) in POOLS.items():
+        x_input(f"x_{name}", xs)
+        nodes.append(n(op, [f"x_{name}"], [f"y_{name}"], name=name, **attrs))
+        outputs.append((f"y_{name}", FLOAT, None))
+    inits.append(helper.make_tensor("half", FLOAT, [], [0.5]))
+    return make_model(nodes, inputs, outputs, inits), feeds
+
+
+def _check(model, feeds, exes):
+    runs = [exe.run(feeds) for exe in exes]
+    for run in runs[1:]:
+        for name, want in runs[0].items():
+            assert np.array_equal(run[name], want), name  # any thread count, the same bits
+    want = run_onnxruntime(model, feeds)
+    for name, got in runs[0].items():
+        ref = want[name]
+        assert got.shape == ref.shape, name
+        if name.removeprefix("y_") in POOLS:
+            assert np.array_equal(got, ref), name
+        else:
+            scale = max(float(np.abs(ref).max()), 1e-30)
+            assert float(np.abs(got - ref).max()) <= 1e-5 * scale, name
+
+
+def test_convs_and_pools_match_onnxruntime_at_any_thread_count():
+    model, feeds = _model(np.random.default_rng(0))
+    part = byoc.partition(byoc.load_onnx(model), backends=["native"])
+    assert len([f for f in part.functions if f != "main"]) == 1  # one region: all of it native
+    _check(model, feeds, [byoc.build(part, threads=t) for t in (1, 3)])
+
+
+def test_a_dynamic_batch_specializes_per_batch():
+    rng = np.random.default_rng(1)
+    model, _ = _model(rng, batch="N")
+    exe = byoc.build(byoc.partition(byoc.load_onnx(model), backends=["native"]), threads=2)
+    for batch in (3, 1):
+        feeds = {}
+        for i in model.graph.input:
+            dims = [d.dim_value for d in i.type.tensor_type.shape.dim]
+            feeds[i.name] = rng.standard_normal((batch, *dims[1:])).astype(np.float32)
+        _check(model, feeds, [exe])
+
+
+@pytest.mark.parametrize("fill", [np.inf, -np.inf])
+def test_pools_carry_inf_as_onnxruntime_does(fill):
+    """(NaN: onnxruntime's own MaxPool kernels disagree, one skipping it, another not.)"""
+    rng = np.random.default_rng(2)
+    model, feeds = _model(rng)
+    for name in POOLS:
+        x = feeds[f"x_{name}"]
+        x.reshape(-1)[rng.integers(0, x.size, 7)] = fill
+    exe = byoc.build(byoc.partition(byoc.load_onnx(model), backends=["native"]), threads=1)
+    got, want = exe.run(feeds), run_onnxruntime(model, feeds)
+    for name in POOLS:
+        assert np.array_equal(got[f"y_{name}"], want[f"y_{name}"], equal_nan=True), name
