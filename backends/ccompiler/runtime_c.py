@@ -165,6 +165,18 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
         c40 += a[4] * b0; c41 += a[4] * b1;
         c50 += a[5] * b0; c51 += a[5] * b1;
     }
+    if (m == BYOC_MR && n == BYOC_NR) {  /* straight from the registers */
+        byoc_vf *r0 = (byoc_vf *)c, *r1 = (byoc_vf *)(c + ldc), *r2 = (byoc_vf *)(c + 2 * ldc);
+        byoc_vf *r3 = (byoc_vf *)(c + 3 * ldc), *r4 = (byoc_vf *)(c + 4 * ldc);
+        byoc_vf *r5 = (byoc_vf *)(c + 5 * ldc);
+        if (accumulate) {
+            c00 += r0[0]; c01 += r0[1]; c10 += r1[0]; c11 += r1[1]; c20 += r2[0]; c21 += r2[1];
+            c30 += r3[0]; c31 += r3[1]; c40 += r4[0]; c41 += r4[1]; c50 += r5[0]; c51 += r5[1];
+        }
+        r0[0] = c00; r0[1] = c01; r1[0] = c10; r1[1] = c11; r2[0] = c20; r2[1] = c21;
+        r3[0] = c30; r3[1] = c31; r4[0] = c40; r4[1] = c41; r5[0] = c50; r5[1] = c51;
+        return;
+    }
     float acc[BYOC_MR][BYOC_NR];
     *(byoc_vf *)&acc[0][0] = c00; *(byoc_vf *)&acc[0][BYOC_VW] = c01;
     *(byoc_vf *)&acc[1][0] = c10; *(byoc_vf *)&acc[1][BYOC_VW] = c11;
@@ -172,16 +184,6 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
     *(byoc_vf *)&acc[3][0] = c30; *(byoc_vf *)&acc[3][BYOC_VW] = c31;
     *(byoc_vf *)&acc[4][0] = c40; *(byoc_vf *)&acc[4][BYOC_VW] = c41;
     *(byoc_vf *)&acc[5][0] = c50; *(byoc_vf *)&acc[5][BYOC_VW] = c51;
-    if (m == BYOC_MR && n == BYOC_NR) {
-        if (accumulate) {
-            for (int i = 0; i < BYOC_MR; i++)
-                for (int j = 0; j < BYOC_NR; j++) c[i * ldc + j] += acc[i][j];
-        } else {
-            for (int i = 0; i < BYOC_MR; i++)
-                for (int j = 0; j < BYOC_NR; j++) c[i * ldc + j] = acc[i][j];
-        }
-        return;
-    }
     for (long i = 0; i < m; i++)
         for (long j = 0; j < n; j++)
             c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
@@ -508,92 +510,150 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
    of M x tiles x C (2.25x fewer multiply-adds than direct). u: the 16 transformed weight
    matrices G g G^T (M x C each), packed (pack_a, 16 groups). Tiles go in blocks of whole
    tile rows, about BYOC_WG_TILES each (a fixed cut: the same numbers at any thread count); a
-   block's output rows get the bias, then the region's epilogue. */
+   block's output rows get the bias, then the region's epilogue. Both transforms run on
+   vectors of BYOC_VW tiles of a tile row: a block's input rows are first copied, zero-padded,
+   into a plane whose rows hold even then odd columns, so that each of a tile's 16 inputs is
+   one contiguous load for the vector's tiles; the outputs' two columns are interleaved back
+   before they are stored. */
 #define BYOC_WG_TILES 96
+#if BYOC_VW == 8
+#define BYOC_ZIP_LO ((byoc_vi){0, 8, 1, 9, 2, 10, 3, 11})
+#define BYOC_ZIP_HI ((byoc_vi){4, 12, 5, 13, 6, 14, 7, 15})
+#else
+#define BYOC_ZIP_LO ((byoc_vi){0, 4, 1, 5})
+#define BYOC_ZIP_HI ((byoc_vi){2, 6, 3, 7})
+#endif
 typedef struct {
     const float *x, *u, *bias;
     float *y;
-    long N, C, H, W, M, OH, OW, PH, PW, TW, TH, rows, blocks;
+    long N, C, H, W, M, OH, OW, PH, PW, TW, TH, rows, blocks, WQ;
     const byoc_epi *epi;
 } byoc_wg_job;
 
-static void byoc_wg_input(const byoc_wg_job *j, const float *x, long t0, long nt, float *v) {
-    const long C = j->C, H = j->H, W = j->W, stride = C * nt;
-    for (long c = 0; c < C; c++) {
-        const float *xc = x + c * H * W;
-        for (long tt = 0; tt < nt; tt++) {
-            long t = t0 + tt, r0 = 2 * (t / j->TW) - j->PH, q0 = 2 * (t % j->TW) - j->PW;
-            float d[4][4], s[4][4];
-            if (r0 >= 0 && q0 >= 0 && r0 + 4 <= H && q0 + 4 <= W) {
-                for (int a = 0; a < 4; a++)
-                    for (int b = 0; b < 4; b++) d[a][b] = xc[(r0 + a) * W + q0 + b];
-            } else {
-                for (int a = 0; a < 4; a++)
-                    for (int b = 0; b < 4; b++) {
-                        long r = r0 + a, q = q0 + b;
-                        d[a][b] = r >= 0 && r < H && q >= 0 && q < W ? xc[r * W + q] : 0.0f;
-                    }
-            }
-            for (int b = 0; b < 4; b++) {  /* B^T d */
-                s[0][b] = d[0][b] - d[2][b];
-                s[1][b] = d[1][b] + d[2][b];
-                s[2][b] = d[2][b] - d[1][b];
-                s[3][b] = d[1][b] - d[3][b];
-            }
-            for (int a = 0; a < 4; a++) {  /* (B^T d) B, into v[a * 4 + b][c][tt] */
-                float *o = v + (a * 4 * C + c) * nt + tt;
-                o[0] = s[a][0] - s[a][2];
-                o[stride] = s[a][1] + s[a][2];
-                o[2 * stride] = s[a][2] - s[a][1];
-                o[3 * stride] = s[a][1] - s[a][3];
-            }
+/* Where the tile-row vector starting at tile tc is computed: the last one ends at the row's
+   end (overlapping the one before: the same values twice), a row narrower than a vector
+   takes one from tile 0. */
+static inline long byoc_wg_at(long tc, long tw) {
+    return tw <= BYOC_VW ? 0 : tc + BYOC_VW > tw ? tw - BYOC_VW : tc;
+}
+
+/* Input rows 2 r0 - PH .. of channel xc (2 nr + 2 of them), zero-padded, as plane rows of
+   2 WQ floats: padded columns 0, 2, 4, ... then 1, 3, 5, ... */
+static void byoc_wg_plane(const byoc_wg_job *j, const float *xc, long r0, long nr, float *pl) {
+    const long H = j->H, W = j->W, WQ = j->WQ, PW = j->PW;
+    for (long k = 0; k < 2 * nr + 2; k++) {
+        float *d = pl + k * 2 * WQ;
+        long ih = 2 * r0 + k - j->PH;
+        if (ih < 0 || ih >= H) {
+            memset(d, 0, sizeof(float) * 2 * WQ);
+            continue;
+        }
+        const float *s = xc + ih * W;
+        for (int ph = 0; ph < 2; ph++) {  /* u: input column 2 u + ph - PW, if in [0, W) */
+            long lo = (PW - ph + 1) / 2, hi = (W + PW - ph + 1) / 2;
+            lo = lo < 0 ? 0 : lo > WQ ? WQ : lo;
+            hi = hi < lo ? lo : hi > WQ ? WQ : hi;
+            float *restrict dp = d + ph * WQ;
+            const float *restrict sp = s + ph - PW;
+            for (long u = 0; u < lo; u++) dp[u] = 0.0f;
+            for (long u = lo; u < hi; u++) dp[u] = sp[2 * u];
+            for (long u = hi; u < WQ; u++) dp[u] = 0.0f;
         }
     }
 }
 
-static void byoc_wg_output(const byoc_wg_job *j, float *y, long t0, long nt, const float *mo) {
-    const long M = j->M, OH = j->OH, OW = j->OW, stride = M * nt;
+/* B^T d B of every tile of the block, channel by channel, into v[e][c][tile] (e = a*4+b). */
+static void byoc_wg_input(const byoc_wg_job *j, const float *x, long r0, long nr, float *v,
+                          float *pl) {
+    const long C = j->C, TW = j->TW, WQ = j->WQ, nt = nr * TW, stride = C * nt;
+    for (long c = 0; c < C; c++) {
+        byoc_wg_plane(j, x + c * j->H * j->W, r0, nr, pl);
+        for (long tr = 0; tr < nr; tr++)
+            for (long tc0 = 0; tc0 < TW; tc0 += BYOC_VW) {
+                const long tc = byoc_wg_at(tc0, TW);
+                const float *rows = pl + 2 * tr * 2 * WQ + tc;
+                byoc_vf d[4][4], s[4][4];
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 4; b++)
+                        d[a][b] = *(const byoc_vf *)(rows + a * 2 * WQ + (b & 1) * WQ + (b >> 1));
+                for (int b = 0; b < 4; b++) {  /* B^T d */
+                    s[0][b] = d[0][b] - d[2][b];
+                    s[1][b] = d[1][b] + d[2][b];
+                    s[2][b] = d[2][b] - d[1][b];
+                    s[3][b] = d[1][b] - d[3][b];
+                }
+                float *o = v + c * nt + tr * TW + tc;
+                for (int a = 0; a < 4; a++) {  /* (B^T d) B */
+                    byoc_vf e[4] = {s[a][0] - s[a][2], s[a][1] + s[a][2], s[a][2] - s[a][1],
+                                    s[a][1] - s[a][3]};
+                    for (int b = 0; b < 4; b++) {
+                        float *ob = o + (a * 4 + b) * stride;
+                        if (TW >= BYOC_VW) *(byoc_vf *)ob = e[b];
+                        else memcpy(ob, &e[b], sizeof(float) * TW);
+                    }
+                }
+            }
+    }
+}
+
+/* A^T q A of every tile, plus the bias, into the block's output rows. mo: [e][m][tile], with
+   BYOC_VW floats of slack (a narrow tile row's vector reads past it). */
+static void byoc_wg_output(const byoc_wg_job *j, float *y, long r0, long nr, const float *mo) {
+    const long M = j->M, OH = j->OH, OW = j->OW, TW = j->TW, nt = nr * TW, stride = M * nt;
     for (long m = 0; m < M; m++) {
-        const float b0 = j->bias ? j->bias[m] : 0.0f;
+        const byoc_vf b0 = (byoc_vf){0} + (j->bias ? j->bias[m] : 0.0f);
         float *ym = y + m * OH * OW;
-        for (long tt = 0; tt < nt; tt++) {
-            const float *p = mo + m * nt + tt;
-            float q[4][4], r[2][4];
-            for (int e = 0; e < 16; e++) q[e / 4][e % 4] = p[e * stride];
-            for (int b = 0; b < 4; b++) {  /* A^T q */
-                r[0][b] = q[0][b] + q[1][b] + q[2][b];
-                r[1][b] = q[1][b] - q[2][b] - q[3][b];
+        for (long tr = 0; tr < nr; tr++)
+            for (long tc0 = 0; tc0 < TW; tc0 += BYOC_VW) {
+                const long tc = byoc_wg_at(tc0, TW);
+                const float *p = mo + m * nt + tr * TW + tc;
+                byoc_vf q[4][4], r[2][4];
+                for (int e = 0; e < 16; e++) q[e / 4][e % 4] = *(const byoc_vf *)(p + e * stride);
+                for (int b = 0; b < 4; b++) {  /* A^T q */
+                    r[0][b] = q[0][b] + q[1][b] + q[2][b];
+                    r[1][b] = q[1][b] - q[2][b] - q[3][b];
+                }
+                long oh = 2 * (r0 + tr), ow = 2 * tc;
+                for (int i = 0; i < 2 && oh + i < OH; i++) {
+                    byoc_vf c0 = r[i][0] + r[i][1] + r[i][2] + b0;
+                    byoc_vf c1 = r[i][1] - r[i][2] - r[i][3] + b0;
+                    byoc_vf out[2] = {__builtin_shuffle(c0, c1, BYOC_ZIP_LO),
+                                      __builtin_shuffle(c0, c1, BYOC_ZIP_HI)};
+                    float *row = ym + (oh + i) * OW + ow;
+                    if (ow + 2 * BYOC_VW <= OW) {
+                        *(byoc_vf *)row = out[0];
+                        *(byoc_vf *)(row + BYOC_VW) = out[1];
+                    } else {
+                        memcpy(row, out, sizeof(float) * (OW - ow));
+                    }
+                }
             }
-            long t = t0 + tt, oh = 2 * (t / j->TW), ow = 2 * (t % j->TW);
-            for (int i = 0; i < 2 && oh + i < OH; i++) {
-                float *row = ym + (oh + i) * OW + ow;
-                row[0] = r[i][0] + r[i][1] + r[i][2] + b0;
-                if (ow + 1 < OW) row[1] = r[i][1] - r[i][2] - r[i][3] + b0;
-            }
-        }
     }
 }
 
 static void byoc_wg_blocks(void *ctx, long lo, long hi) {
     const byoc_wg_job *j = (const byoc_wg_job *)ctx;
     const long C = j->C, M = j->M, cap = j->rows * j->TW;
-    const long vsize = (16 * C * cap + 15) / 16 * 16, msize = (16 * M * cap + 15) / 16 * 16;
+    const long vsize = (16 * C * cap + 15) / 16 * 16;
+    const long msize = (16 * M * cap + BYOC_VW + 15) / 16 * 16;
+    const long psize = ((2 * j->rows + 2) * 2 * j->WQ + 15) / 16 * 16;
     const long mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
-    float *v = (float *)byoc_rt->scratch(1, 4 * (vsize + msize + byoc_gemm_scratch(cap, C)));
-    float *mo = v + vsize, *gws = mo + msize;
+    float *v = (float *)byoc_rt->scratch(1, 4 * (vsize + msize + psize
+                                                 + byoc_gemm_scratch(cap, C)));
+    float *mo = v + vsize, *pl = mo + msize, *gws = pl + psize;
     for (long k = lo; k < hi; k++) {
         long n = k / j->blocks, r0 = k % j->blocks * j->rows;
         long r1 = r0 + j->rows < j->TH ? r0 + j->rows : j->TH;
-        long t0 = r0 * j->TW, nt = (r1 - r0) * j->TW;
+        long nr = r1 - r0, nt = nr * j->TW;
         const float *x = j->x + n * C * j->H * j->W;
         float *y = j->y + n * M * j->OH * j->OW;
-        byoc_wg_input(j, x, t0, nt, v);
+        byoc_wg_input(j, x, r0, nr, v, pl);
         for (int e = 0; e < 16; e++) {
             byoc_mat b = {v + e * C * nt, nt, 1};
             byoc_gemm(M, nt, C, 1.0f, 0, j->u + e * mpad * C, byoc_pack_b_mat, &b,
                       mo + e * M * nt, nt, 0, gws, 0);
         }
-        byoc_wg_output(j, y, t0, nt, mo);
+        byoc_wg_output(j, y, r0, nr, mo);
         if (j->epi) {  /* the block's output rows, whole */
             long p0 = 2 * r0 * j->OW, p1 = (2 * r1 < j->OH ? 2 * r1 : j->OH) * j->OW;
             j->epi->fn(y + p0, j->OH * j->OW, 0, M, p1 - p0, j->epi->ctx);
@@ -604,11 +664,19 @@ static void byoc_wg_blocks(void *ctx, long lo, long hi) {
 void byoc_conv3x3_winograd(const float *x, const float *u, const float *bias, float *y,
                            long N, long C, long H, long W, long M, long OH, long OW, long PH,
                            long PW, const byoc_epi *epi) {
-    long TW = (OW + 1) / 2, TH = (OH + 1) / 2;
-    long rows = BYOC_WG_TILES / TW > 0 ? BYOC_WG_TILES / TW : 1;
-    if (rows > TH) rows = TH;
+    long TW = (OW + 1) / 2, TH = (OH + 1) / 2, rows = 1, best = -1;
+    /* tile rows per block: about BYOC_WG_TILES tiles, as few as possible wasted in the GEMMs'
+       last column panels (of BYOC_NR tiles), over the whole image */
+    for (long r = 1; r <= TH && (r == 1 || r * TW <= 2 * BYOC_WG_TILES); r++) {
+        long full = TH / r, last = TH % r * TW, nt = r * TW;
+        long padded = full * ((nt + BYOC_NR - 1) / BYOC_NR * BYOC_NR)
+                      + (last + BYOC_NR - 1) / BYOC_NR * BYOC_NR;
+        long cost = padded * 16 + (TH + r - 1) / r * 64;  /* a block's calls cost ~4 tiles */
+        if (best < 0 || cost <= best) { best = cost; rows = r; }
+    }
+    long WQ = (TW > BYOC_VW ? TW : BYOC_VW) + 1;
     byoc_wg_job j = {x, u, bias, y, N, C, H, W, M, OH, OW, PH, PW, TW, TH, rows,
-                     (TH + rows - 1) / rows, epi};
+                     (TH + rows - 1) / rows, WQ, epi};
     byoc_parallel(N * j.blocks, byoc_wg_blocks, &j);
 }
 
