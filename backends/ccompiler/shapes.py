@@ -9,8 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from byoc.ir import Call, Constant, Expr, Function, TensorType, TupleGetItem, TupleType, Var
-from byoc.ir import post_order
+import numpy as np
+
+from byoc.errors import KernelError
+from byoc.ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    TensorType,
+    TupleGetItem,
+    TupleType,
+    Var,
+    post_order,
+)
 from byoc.op import registry
 
 from .emitter import Unsupported
@@ -40,9 +52,23 @@ def concrete_types(func: Function, arg_types: Sequence[TensorType]) -> dict[Key,
         elif isinstance(e, Call):
             for k, t in enumerate(_call_types(e, types)):
                 types[(e, k)] = t
+            if e.op == "Reshape":
+                _check_reshape(e, types)
         elif isinstance(e, Var) and (e, 0) not in types:
             raise Unsupported(f"free variable {e.name!r} in the region")
     return types
+
+
+def _check_reshape(call: Call, types: dict[Key, TensorType]) -> None:
+    """A Reshape must keep the element count: C would read past its input (the shape rule
+    takes the target as given)."""
+    data, out = types[key_of(call.args[0])], types[(call, 0)]  # type: ignore[arg-type]
+    have, want = int(np.prod(data.shape, dtype=np.int64)), int(np.prod(out.shape, dtype=np.int64))
+    if have != want:
+        span = call.span
+        raise KernelError(f"cannot reshape {list(data.shape)} ({have} elements) into "
+                          f"{list(out.shape)} ({want} elements)",
+                          span.name if span is not None else None, call.op_name)
 
 
 def _call_types(call: Call, types: dict[Key, TensorType]) -> list[TensorType]:

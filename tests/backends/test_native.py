@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 import warnings
 
 import numpy as np
@@ -259,3 +258,38 @@ def test_a_depthwise_conv_with_its_activation_alone_in_a_region_compiles():
     w = op.const(rng.standard_normal((8, 1, 3, 3)).astype(np.float32))
     func = Function((x,), op.Relu(op.Conv(x, w, group=8, pads=[1, 1, 1, 1])))
     _check(func, {"x": rng.standard_normal((1, 8, 10, 10)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("backend", ["native", "ccompiler"])
+@pytest.mark.parametrize("computed", [False, True], ids=["constant", "from_shape"])
+def test_a_reshape_to_another_element_count_is_an_error_naming_the_node(backend, computed):
+    """[3, 8, 37] (888 elements) into [24, 296] (7104) or [3, 7]: C would read past its
+    input (NaN or garbage); the error names the node and both shapes."""
+    from onnx import TensorProto, helper
+
+    from byoc.errors import ByocError
+
+    n = helper.make_node
+    nodes = [n("Relu", ["x"], ["r"], name="relu")]
+    inits = []
+    if computed:  # the target from Shape(x), folded when native specializes the region
+        nodes += [n("Shape", ["x"], ["sx"], name="shape"),
+                  n("Slice", ["sx", "zero", "one"], ["batch"], name="batch"),
+                  n("Concat", ["batch", "seven"], ["target"], axis=0, name="target")]
+        inits += [helper.make_tensor(k, TensorProto.INT64, [1], [v])
+                  for k, v in (("zero", 0), ("one", 1), ("seven", 7))]
+    else:
+        inits.append(helper.make_tensor("target", TensorProto.INT64, [2], [24, 296]))
+    nodes += [n("Reshape", ["r", "target"], ["y"], name="bad_reshape"),
+              n("Sigmoid", ["y"], ["z"], name="sig")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [3, 8, 37])],
+                              [helper.make_tensor_value_info("z", 1, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    part = byoc.partition(byoc.load_onnx(model), backends=[backend])
+    if backend == "ccompiler" and computed:
+        assert "bad_reshape" in byoc.explain(part)  # ccompiler leaves a computed target
+        return                                       # to the host, which raises as numpy
+    x = np.ones((3, 8, 37), np.float32)
+    with pytest.raises(ByocError, match=r"node 'bad_reshape' \(Reshape\): cannot reshape "
+                                        r"\[3, 8, 37\] \(888 elements\) into \[(24, 296|3, 7)\]"):
+        byoc.build(part).run({"x": x})
