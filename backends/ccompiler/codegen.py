@@ -135,7 +135,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
         line = _emit_op(ctx, index, call, plan, types, names, functions)
         if line:
             body.line(line)
-        stamps.after(body, call.op_name, [call.span.name] if call.span is not None else [])
+        stamps.after(body, *kernel_names([call]))
     for slot, k in plan.copies:
         body.line(f"memcpy({names[id(plan.outputs[slot])]}, {names[id(plan.storage[k])]}, "
                   f"{plan.outputs[slot].nbytes});")
@@ -206,13 +206,38 @@ def node_list(src: CSource, func: Function, ops: Sequence[Call]) -> None:
     node's code learns it has none."""
     computed = _labels(ops)
     labels = func.attrs.get("onnx_nodes") or computed
-    generated = set(computed)
+    generated = set(_computed_labels(ops))
     folded = sum(label not in generated for label in labels)
     src.comment(f"ONNX nodes ({len(labels)}" + (
         f"; {folded} folded before code generation: constant for these shapes, or merged "
         "into another node's weights" if folded else "") + "):")
     for label in labels:
         src.comment(f"  {label}" + ("  [folded]" if label not in generated else ""))
+
+
+def kernel_names(calls: Sequence[Call]) -> tuple[str, list[str]]:
+    """A kernel's label (its ops joined by "+") and the names of the ONNX nodes it holds, in
+    run order: the nodes a call holds folded (``Span.folded``: a Conv in a BatchNormalization
+    folded into its weights) before its own, labelled by their ONNX op types ("Conv+
+    BatchNormalization+Relu"); a node written as several calls (a BatchNormalization as Mul
+    and Add) named once, by its ONNX op type."""
+    ops: list[str] = []
+    nodes: list[str] = []
+    last = None
+    for call in calls:
+        span = call.span
+        if span is None:
+            ops.append(call.op_name)
+        elif span == last:  # another call of the same ONNX node
+            ops[-1] = span.op_type or ops[-1]
+        else:
+            for f in span.folded:
+                ops.append(f.op_type or "?")
+                nodes.append(f.name)
+            ops.append(span.op_type if span.folded and span.op_type else call.op_name)
+            nodes.append(span.name)
+        last = span
+    return "+".join(ops), nodes
 
 
 def node_labels(func: Function) -> list[str]:
@@ -229,6 +254,21 @@ def _labels(calls: Iterable[Call]) -> list[str]:
 
 def _node_label(call: Call) -> str:
     return f"{shorten(call.span.name)} ({call.op})" if call.span is not None else f"({call.op})"
+
+
+def _computed_labels(calls: Sequence[Call]) -> list[str]:
+    """``_labels``, with the ONNX nodes the calls compute under other ops: a node written as
+    other ops (a BatchNormalization as Mul and Add), and the nodes a call holds folded
+    (``Span.folded``: a Conv that took a BatchNormalization into its weights computes the
+    Conv, the BatchNormalization has no code of its own)."""
+    more = []
+    for call in calls:
+        span = call.span
+        if span is not None and span.folded:
+            more += [f"{shorten(f.name)} ({f.op_type})" for f in span.folded]
+        elif span is not None and span.op_type and span.op_type != call.op:
+            more.append(f"{shorten(span.name)} ({span.op_type})")
+    return _labels(calls) + more
 
 
 def _fmt(t: TensorType) -> str:

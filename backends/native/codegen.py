@@ -14,19 +14,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
 from byoc.backends.ccompiler import runtime_c
-from byoc.backends.ccompiler.codegen import (SYMBOL, Generated, Stamps, node_list, region_name,
-                                              static_arg_types)
+from byoc.backends.ccompiler.codegen import (
+    SYMBOL,
+    Generated,
+    Stamps,
+    kernel_names,
+    node_list,
+    region_name,
+    static_arg_types,
+)
 from byoc.backends.ccompiler.emitter import Emit, Tensor, Unsupported
 from byoc.backends.ccompiler.entry import Arg, write_entry
-from byoc.backends.ccompiler.loops import (broadcast_strides, coalesce, contiguous_strides,
-                                          loop_nest)
+from byoc.backends.ccompiler.loops import (
+    broadcast_strides,
+    coalesce,
+    contiguous_strides,
+    loop_nest,
+)
 from byoc.backends.ccompiler.ops import EMITTERS, VIEW_OPS
 from byoc.backends.ccompiler.ops.elementwise import cost, expression
 from byoc.backends.ccompiler.ops.reduce import Prologue, emit_reduce
 from byoc.backends.ccompiler.shapes import Key, concrete_types, key_of
 from byoc.backends.ccompiler.support import is_static_input
+
 from byoc.codegen import CSource, Names, c_type, comment, shorten
 from byoc.ir import Call, Constant, Expr, Function, TensorType, Tuple, Var, post_order
 from byoc.passes.fuse_ops import Group, fuse_ops
@@ -106,8 +117,7 @@ def generate(func: Function, arg_types: Sequence[TensorType] | None = None,
             body.line(comment(f"{kernel.nodes[0].op_name}: its inputs were written in place"))
             continue
         _emit_kernel(ctx, index, kernel, region, plan, body)
-        stamps.after(body, "+".join(n.op_name for n in kernel.nodes),
-                     [n.span.name for n in kernel.nodes if n.span is not None])
+        stamps.after(body, *kernel_names(kernel.nodes))
     for name, k in region.copies:
         body.line(f"memcpy({name}, {region.ptr[k]}, {_nbytes(types[k])});")
     src = CSource()
@@ -241,8 +251,9 @@ def _emit_kernel(ctx: Emit, index: int, kern: Kernel, region: _Region, plan: Mem
         params.append(f"{c_type(t.dtype)} *{restrict} o{j}")
         args.append(region.ptr[k])
         outs.append(Tensor(f"o{j}", tuple(t.shape), t.dtype))
-    labels = ", ".join(shorten(n.span.name if n.span else n.op_name, 40) for n in kern.nodes[:6])
-    label = comment(f"{kern.kind}: {labels}{' ...' if len(kern.nodes) > 6 else ''}")
+    held = kernel_names(kern.nodes)[1] or [n.op_name for n in kern.nodes]
+    labels = ", ".join(shorten(n, 40) for n in held[:6])
+    label = comment(f"{kern.kind}: {labels}{' ...' if len(held) > 6 else ''}")
     fn = f"byoc_k{index}"
     tile = _emit_tile_epilogue(ctx.src, fn, kern, tensors, outs, types) \
         if kern.kind == "epilogue" else None

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from byoc.ir import Call, Constant, Expr, Function, TensorType, TupleType, post_order, rewrite
+from byoc.ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    Span,
+    TensorType,
+    TupleType,
+    post_order,
+    rewrite,
+)
 from byoc.op import make_call
 from byoc.op.kernels.nn import batch_norm_coefficients
 
@@ -24,6 +34,14 @@ def _stats(bn: Call) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     g, b, mean, var = (a.value for a in bn.args[1:])  # type: ignore[union-attr]
     return batch_norm_coefficients(g, b, mean, var, bn.attrs.get("epsilon", 1e-5))
+
+
+def _holding(bn: Span | None, conv: Span | None) -> Span | None:
+    """The folded Conv's span: the BatchNormalization's (its output is the BN's), holding the
+    Conv's (so that kernel names and profiles list both ONNX nodes)."""
+    if bn is None or conv is None:
+        return bn or conv
+    return bn._replace(folded=(*conv.folded, conv._replace(folded=()), *bn.folded))
 
 
 def fold_batch_norm(func: Function) -> Function:
@@ -53,7 +71,7 @@ def fold_batch_norm(func: Function) -> Function:
             w2 = (w * s.reshape(-1, *[1] * (w.ndim - 1))).astype(np.float32)
             b2 = (bias * s + shift).astype(np.float32)
             args = (x.args[0], Constant(w2, x.args[1].name), Constant(b2, f"{x.args[1].name}_bn"))
-            return Call("Conv", args, x.attrs, new.type, new.span)
+            return Call("Conv", args, x.attrs, new.type, _holding(new.span, x.span))
         shape = (-1, *[1] * (t.rank - 2))
         mul = make_call("Mul", x, Constant(s.astype(np.float32).reshape(shape)), span=new.span)
         return make_call("Add", mul, Constant(shift.astype(np.float32).reshape(shape)),

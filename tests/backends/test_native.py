@@ -293,3 +293,20 @@ def test_a_reshape_to_another_element_count_is_an_error_naming_the_node(backend,
     with pytest.raises(ByocError, match=r"node 'bad_reshape' \(Reshape\): cannot reshape "
                                         r"\[3, 8, 37\] \(888 elements\) into \[(24, 296|3, 7)\]"):
         byoc.build(part).run({"x": x})
+
+
+def test_the_c_header_marks_a_batch_norm_folded_into_its_conv(tmp_path):
+    """The stem's BatchNormalization is folded into its conv's weights: no code of its own
+    ([folded]); the conv is computed (it held the BN's name alone before)."""
+    from byoc.backends.ccompiler.sources import write_c_sources
+
+    from byoc.cli import default_model_path
+
+    part = byoc.partition(byoc.load_onnx(default_model_path()), backends=["native"])
+    exe = byoc.build(part)
+    exe.run({"image": np.ones((1, 3, 32, 32), np.float32)})
+    (path,) = write_c_sources(part, tmp_path / "c", exe)
+    text = path.read_text()
+    assert "/*   stem/bn (BatchNormalization)  [folded] */" in text
+    assert "/*   stem/conv (Conv) */" in text and "/*   stem/relu (Relu) */" in text
+    assert "9 folded before code generation" in text  # the model's nine BatchNormalizations

@@ -54,6 +54,11 @@ def test_native_and_ccompiler_regions_time_each_kernel_by_its_onnx_nodes(tmp_pat
         assert len(ks) == kernels and all(k["backend"] == backend for k in ks)
         held = {n for k in ks for n in k["nodes"]}
         assert {"stem/relu", "stage1/add", "head/fc"} <= held  # fused nodes named with their kernel
+        assert {"stem/conv", "stem/bn"} <= held  # a conv and the BatchNormalization folded into it
+        if backend == "native":  # one kernel: its name and nodes say so
+            stem = [k for k in ks if "stem/conv" in k["nodes"]]
+            assert [(k["kernel"], k["nodes"]) for k in stem] == [
+                ("Conv+BatchNormalization+Relu", ["stem/conv", "stem/bn", "stem/relu"])]
         region = report["where"][backend]["time_s"]
         assert 0 < sum(k["time_s"] for k in ks) <= region
         assert "kernels inside native/ccompiler regions" in format_profile(report)
