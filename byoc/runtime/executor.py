@@ -423,7 +423,8 @@ def build(mod: IRModule, *, fallback: str | None = None, threads: int | None = N
                 backend, func, external[name], moves[name] = found
                 retargeted[name] = func
             if fallback == "host":  # a backend building per shape may fail at a call
-                external[name] = HostOnFailure(name, compiler, func, external[name], fallbacks)
+                external[name] = HostOnFailure(name, compiler, func, external[name], fallbacks,
+                                               threads)
             elif fallback == "next":
                 external[name] = NextOnFailure(name, func.attrs["Compiler"], func,
                                                external[name], listed, moves, fallbacks,

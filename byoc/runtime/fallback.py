@@ -49,12 +49,14 @@ def cannot_build(name: str, backend: str, exc: BaseException | str) -> str:
 
 class HostOnFailure:
     """A built region that, if its backend cannot build it for new shapes at a call (a
-    ``BuildError``), runs on the host with the reference compile from then on."""
+    ``BuildError``), runs on the host with the reference compile from then on, at the build's
+    thread count."""
 
     def __init__(self, name: str, backend: str, func: Function, run: Callable,
-                 fallbacks: dict[str, str]):
+                 fallbacks: dict[str, str], threads: int | None = None):
         self.name, self.backend, self.func, self.run = name, backend, func, run
         self.fallbacks = fallbacks  # the Executable's, so it shows what happened at run time
+        self.threads = threads  # the build's: the host kernels run with it
         self.host: Callable | None = None
 
     def __call__(self, *arrays):
@@ -64,16 +66,24 @@ class HostOnFailure:
             try:
                 return self.run(*arrays)
             except BuildError as exc:  # raised before the region ran: nothing half-done
-                from ..backends.reference import compile_region
-
                 self.fallbacks[self.name] = cannot_build(self.name, self.backend, exc)
-                self.host = compile_region(self.func)
+                self.host = _on_host(self.func, self.threads)
         return self.host(*arrays)
 
     def __getattr__(self, attr: str):  # what tools read of the built region (its C sources)
         if attr == "run":  # not set yet (a copy being made): no recursion
             raise AttributeError(attr)
         return getattr(self.run, attr)
+
+
+def _on_host(func: Function, threads: int | None) -> Callable:
+    """``func`` compiled for the host (the reference compile) at the build's thread count:
+    compiled at a call, outside ``build``, it would otherwise take the default count."""
+    from ..backends.reference import compile_region
+    from .threads import building, resolve
+
+    with building(resolve(threads)):
+        return compile_region(func)
 
 
 # -- fallback="next": another listed backend before the host --------------------------------------
@@ -176,7 +186,6 @@ class NextOnFailure:
 
     def _elsewhere(self, exc: Exception, values: tuple):
         from ..backend import get_backend
-        from ..backends.reference import compile_region
         from .threads import building, resolve
 
         device = get_backend(self.backend).device
@@ -194,7 +203,7 @@ class NextOnFailure:
             self.run, self.now = run, other
             self.moves[self.name] = moved(self.name, self.backend, other, exc, "run")
             return out
-        run = _on_device(compile_region(self.func), device, "cpu")
+        run = _on_device(_on_host(self.func, self.threads), device, "cpu")
         out = run(*values)  # the host failing too: that error is the one to see
         self.run, self.now = run, "host"
         self.fallbacks[self.name] = cannot_build(self.name, self.backend, exc)

@@ -118,6 +118,37 @@ def test_host_blas_takes_the_count_for_big_products_one_thread_for_small(monkeyp
         assert asked == [want]
 
 
+@pytest.mark.parametrize("fallback", ["host", "next"])
+def test_a_region_that_falls_back_at_a_call_runs_on_the_host_at_the_build_s_count(
+        monkeypatch, fallback):
+    """The host compile happens at the call, outside ``build``: it still takes the build's
+    count (3), not the default (2), for the BLAS of its big product."""
+    from byoc.backend import unregister_backend
+    from byoc.codegen.build_cache import BuildError
+
+    def fails_at_call(func):
+        def run(*arrays):
+            raise BuildError("no compiler for these shapes")
+        return run
+
+    asked = []
+    monkeypatch.setattr(threads.BLAS, "use", lambda n: asked.append(n))
+    byoc.register_backend("fails_at_call", supports={"MatMul"}, compile=fails_at_call)
+    try:
+        part = byoc.partition(byoc.load_onnx(_matmul_model(128, 128, 128)),
+                              backends=["fails_at_call"])
+        threads.set_threads(2)
+        exe = byoc.build(part, threads=3, fallback=fallback)
+        x = np.ones((128, 128), np.float32)
+        with pytest.warns(RuntimeWarning, match="runs on the host: fails_at_call cannot build"):
+            y = exe.run({"x": x})["y"]
+    finally:
+        unregister_backend("fails_at_call")
+    np.testing.assert_array_equal(y, np.full((128, 128), 128, np.float32))
+    assert list(exe.fallbacks) == [n for n in part.functions if n != "main"]
+    assert asked == [3]
+
+
 def test_a_run_gives_numpy_s_blas_its_count_back():
     from threadpoolctl import threadpool_info
 
