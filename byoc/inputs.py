@@ -187,6 +187,8 @@ def read_input_files(specs: list[str], names: list[str]) -> dict[str, np.ndarray
         return InputError(f"unknown input {name!r} ({where}); the model's inputs are {names}")
 
     def check(members: list[str], where: str) -> None:
+        if not members:
+            raise InputError(f"--input {where}: the .npz file holds no arrays")
         for member in members:
             if member not in names:
                 raise unknown(member, where)
@@ -200,11 +202,14 @@ def read_input_files(specs: list[str], names: list[str]) -> dict[str, np.ndarray
                              f"{spec!r}")
         if sep:
             check([name], f"--input {spec}")
-            arrays = load_arrays(path, f"--input {name}")
-            if len(arrays) != 1:
-                raise InputError(f"--input {name}: {path!r} holds {len(arrays)} arrays "
-                                 f"{sorted(map(str, arrays))}; NAME=FILE.npz wants exactly one "
-                                 f"(--input {path} feeds them by name)")
+
+            def exactly_one(members: list[str]) -> None:  # before any array is read
+                if len(members) != 1:
+                    raise InputError(f"--input {name}: {path!r} holds {len(members)} arrays "
+                                     f"{sorted(members)}; NAME=FILE.npz wants exactly one "
+                                     f"(--input {path} feeds them by name)")
+
+            arrays = load_arrays(path, f"--input {name}", exactly_one)
             given[name] = native(next(iter(arrays.values())))
             continue
         arrays = load_arrays(spec, f"--input {spec}", lambda m: check(m, spec))

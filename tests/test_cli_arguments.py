@@ -104,6 +104,7 @@ def test_an_npz_feeds_inputs_by_name(two_inputs, capsys):
     np.savez(two_inputs / "both.npz", a=a, b=b)
     np.savez(two_inputs / "one.npz", anything=a)
     np.save(two_inputs / "b.npy", b)
+    np.savez(two_inputs / "none.npz")
     result = _run(capsys, "--input", "both.npz")
     assert _shapes(result) == {"ya": (2, 3), "yb": (3, 3)} and "made_up_inputs" not in result
     result = _run(capsys, "--input", "a=one.npz", "--input", "b=b.npy", "--compare",
@@ -116,6 +117,8 @@ def test_an_npz_feeds_inputs_by_name(two_inputs, capsys):
                                      "are ['a', 'b']"),
             (["--input", "both.npz", "--input", "b=b.npy"], "input 'b' is given twice"),
             (["--input", "b.npy"], "say which input it is with --input NAME=b.npy"),
+            (["--input", "none.npz"], "--input none.npz: the .npz file holds no arrays"),
+            (["--input", "a=none.npz"], "--input a: 'none.npz' holds 0 arrays []"),
             (["--input", "a=one.npz", "--shape", "a=2,3"], "given with --input and --shape")]:
         code, _, err = byoc_main(capsys, "run", "m.onnx", *argv)
         assert_one_line(code, err, needle)

@@ -3,6 +3,7 @@ lines), and Ctrl-C ends any command with exit 130 and one line."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -107,13 +108,18 @@ def _forever(tmp_path) -> str:
     return str(tmp_path / "forever.onnx")
 
 
-def _interrupt(cmd: list[str], after: float, ready: str = ""
+def _interrupt(cmd: list[str], after: float, ready: str = "", started=None, env=None
                ) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``cmd``, send it SIGINT (as Ctrl-C does) ``after`` seconds after it printed the
-    line ``ready`` (if given: imports take seconds on a loaded machine)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line ``ready`` (if given: imports take seconds on a loaded machine), or after
+    ``started()`` turned true."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
     first = p.stdout.readline() if ready else ""
     assert first == ready, (first, p.communicate())
+    deadline = time.monotonic() + 60
+    while started and not started() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(after)
     assert p.poll() is None, p.communicate()
     start = time.perf_counter()
@@ -127,10 +133,42 @@ def _interrupt(cmd: list[str], after: float, ready: str = ""
             time.perf_counter() - start)
 
 
-def test_ctrl_c_ends_a_run_that_never_ends(tmp_path):
-    r, took = _interrupt([sys.executable, "-m", "byoc", "run", _forever(tmp_path)], after=3)
+@pytest.mark.parametrize("extra", [[], ["--compare", "onnxruntime"]], ids=["run", "compare"])
+def test_ctrl_c_ends_a_run_that_never_ends(tmp_path, extra):
+    r, took = _interrupt([sys.executable, "-m", "byoc", "run", _forever(tmp_path), *extra],
+                         after=3)
     assert r.returncode == 130 and r.stderr == "byoc: interrupted\n", (r.returncode, r.stderr)
     assert took < 30
+
+
+def test_ctrl_c_ends_a_build_and_its_compiler(tmp_path):
+    """Ctrl-C while gcc compiles a region: exit 130 and one line, the compiler (and what it
+    started) killed with it, no build folder left in the cache."""
+    from tests.backends.test_big_regions import _SLOW_CC
+    from tests.fuzz.harness import CCOMPILER
+
+    if not CCOMPILER:
+        pytest.skip("no C compiler")
+    pids, cc = tmp_path / "pids", tmp_path / "slowcc"
+    cc.write_text(_SLOW_CC.format(pids=pids))
+    cc.chmod(0o755)
+    nodes = [helper.make_node("Relu", ["x"], ["m"], name="relu"),
+             helper.make_node("Neg", ["m"], ["y"], name="neg")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "m.onnx")
+    cache = tmp_path / "cache"
+    r, _ = _interrupt([sys.executable, "-m", "byoc", "build", str(tmp_path / "m.onnx"),
+                       "--backend", "ccompiler"], after=0.2, started=pids.exists,
+                      env={**os.environ, "CC": str(cc), "BYOC_CACHE_DIR": str(cache)})
+    assert r.returncode == 130 and r.stderr == "byoc: interrupted\n", (r.returncode, r.stderr)
+    time.sleep(0.2)
+    for pid in map(int, pids.read_text().split()):  # the compiler's own child: killed too
+        assert not os.path.exists(f"/proc/{pid}") or \
+            open(f"/proc/{pid}/stat").read().split()[2] == "Z", pid
+    assert not list(cache.rglob(".build-*")), list(cache.rglob("*"))
 
 
 @pytest.mark.slow

@@ -314,6 +314,41 @@ def test_an_empty_axis_gives_what_onnxruntime_gives(op: str, shape: tuple, axis:
     _assert_matches_onnxruntime(model, {"x": np.zeros(shape, np.float32)}, backend)
 
 
+def _batch_model(op: str) -> onnx.ModelProto:
+    """``op`` on an (n, 4, 6, 6) input; n is fed as 0."""
+    w = {"Conv": np.ones((8, 4, 3, 3), np.float32), "GroupConv": np.ones((4, 1, 3, 3), np.float32)}
+    inits, attrs, ins = [], {}, ["x"]
+    if op in w:
+        inits, ins = [numpy_helper.from_array(w[op], "w")], ["x", "w"]
+        attrs = {"pads": [1, 1, 1, 1]} if op == "Conv" else {"group": 4}
+    node = helper.make_node("Conv" if op in w else op, ins, ["y"], name="the_op", **attrs)
+    return make_model([node], [("x", FLOAT, ["n", 4, 6, 6])], [("y", FLOAT, None)], inits)
+
+
+@pytest.mark.parametrize("op", ["Conv", "GroupConv", "GlobalAveragePool", "MaxPool"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_empty_batch_gives_what_onnxruntime_gives(op: str, backend: str) -> None:
+    """``run --dim batch=0`` on the embedded ResNet: the host's Conv and GlobalAveragePool
+    reshaped with -1, which numpy cannot infer from an empty array."""
+    model = _batch_model(op) if op != "MaxPool" else make_model(
+        [helper.make_node("MaxPool", ["x"], ["y"], name="the_op", kernel_shape=[2, 2])],
+        [("x", FLOAT, ["n", 4, 6, 6])], [("y", FLOAT, None)])
+    for n in (0, 2):
+        x = np.arange(n * 144, dtype=np.float32).reshape(n, 4, 6, 6) / 100
+        got = _assert_matches_onnxruntime(model, {"x": x}, backend)
+        assert got["y"].shape[0] == n
+
+
+def test_group_normalization_of_an_empty_batch_is_empty() -> None:
+    """onnxruntime's own GroupNormalization (a function reshaping with -1) fails on it."""
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)
+    model = make_model([node], [("x", FLOAT, ["n", 4, 6, 6])], [("y", FLOAT, None)],
+                       [numpy_helper.from_array(np.ones(4, np.float32), "s"),
+                        numpy_helper.from_array(np.zeros(4, np.float32), "b")], opset=21)
+    exe = _build(model, "host")
+    assert exe.run({"x": np.zeros((0, 4, 6, 6), np.float32)})["y"].shape == (0, 4, 6, 6)
+
+
 # -- an input with an initializer: an overridable default -----------------------------------------
 
 

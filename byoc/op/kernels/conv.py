@@ -48,7 +48,7 @@ def _im2col_matmul(attrs: dict, xp: np.ndarray, wt: np.ndarray, w: Window, group
     itemsize = max(xp.itemsize, wt.itemsize)  # of the columns
     band = max(1, _IM2COL_BYTES // max(1, n * c * taps_k * rest * itemsize))
     if band >= rows:
-        return product(wg, copy(view).reshape(n, group, cg * taps_k, -1)).reshape(n, m, *w.out)
+        return product(wg, copy(view).reshape(n, group, cg * taps_k, rows * rest)).reshape(n, m, *w.out)
     y = None
     row_axis = 2 + len(w.kernel)
     for r0 in range(0, rows, band):

@@ -6,6 +6,8 @@ table, this module only groups the "matrix + statistics" ops.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._registry import arg, hold_blas, kernel, norm_axis, np_dtype, via_float32
@@ -132,7 +134,8 @@ def group_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray,
                         bias: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Normalize each group of C/num_groups channels, then per-channel scale/bias (opset 21)."""
     groups = attrs["num_groups"]
-    xg = x.reshape(x.shape[0], groups, -1).astype(_stash_dtype(attrs), copy=False)
+    per_group = x.shape[1] // groups * math.prod(x.shape[2:])  # not -1: the batch may be 0
+    xg = x.reshape(x.shape[0], groups, per_group).astype(_stash_dtype(attrs), copy=False)
     norm, _, _ = _normalize(xg, (2,), attrs.get("epsilon", 1e-5))
     norm = norm.reshape(x.shape).astype(x.dtype, copy=False)
     shape = _channel_shape(x)

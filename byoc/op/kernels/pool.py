@@ -104,7 +104,7 @@ def global_average_pool(attrs: dict, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """Mean over all spatial axes, kept as size-1 dims."""
     if x.dtype != np.float32 or x.ndim < 3:
         return (x.mean(axis=tuple(range(2, x.ndim)), keepdims=True),)
-    flat = x.reshape(x.shape[0] * x.shape[1], -1)
+    flat = x.reshape(x.shape[0] * x.shape[1], math.prod(x.shape[2:]))  # not -1: n may be 0
     return ((mlas_sum(flat) / np.float32(flat.shape[1])).reshape(*x.shape[:2], *[1] * (x.ndim - 2)),)
 
 
@@ -115,7 +115,7 @@ def mlas_sum(rows: np.ndarray) -> np.ndarray:
     last bit into a whole step (tests/test_quantized_models.py)."""
     n4 = rows.shape[1] // 4 * 4
     if n4:  # a reduction over a middle axis adds its rows in order
-        lanes = np.add.reduce(rows[:, :n4].reshape(rows.shape[0], -1, 4), axis=1)
+        lanes = np.add.reduce(rows[:, :n4].reshape(rows.shape[0], n4 // 4, 4), axis=1)
         total = (lanes[:, 0] + lanes[:, 2]) + (lanes[:, 1] + lanes[:, 3])
     else:
         total = np.zeros(rows.shape[0], rows.dtype)
