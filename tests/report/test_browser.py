@@ -69,6 +69,21 @@ def center_of(page: Chromium, key: str) -> tuple[float, float]:
     return x, y
 
 
+def overlapping(page: Chromium) -> list[list[str]]:
+    """Pairs of drawn nodes whose boxes overlap (nodes sorted by left edge, swept)."""
+    return page.evaluate("""(() => {
+        const boxes = [...document.querySelectorAll('.node')].map(g => {
+            const r = g.querySelector('rect').getBoundingClientRect();
+            return [r.left, r.right, r.top, r.bottom, g.getAttribute('data-key')]; });
+        boxes.sort((a, b) => a[0] - b[0]);
+        const out = [];
+        for (let i = 0; i < boxes.length && out.length < 5; i++)
+            for (let j = i + 1; j < boxes.length && boxes[j][0] < boxes[i][1] - 0.5; j++)
+                if (boxes[j][2] < boxes[i][3] - 0.5 && boxes[i][2] < boxes[j][3] - 0.5)
+                    out.push([boxes[i][4], boxes[j][4]]);
+        return out; })()""")
+
+
 def find(page: Chromium, name: str) -> None:
     """Type a node's name in the search box, as a person would, and wait for it to be shown."""
     page.evaluate(f"""(() => {{ const f = document.getElementById('find');
@@ -93,6 +108,7 @@ def test_a_real_models_report_draws_every_node_and_region_and_says_why(name, tmp
             str(b["id"]) for b in boxes if b["kind"] == "region"}
         assert drawn(page, ".box.control", "data-box") == {
             str(b["id"]) for b in boxes if b["kind"] == "control"}
+        assert not overlapping(page)
         # Hover a host node: its tooltip says why it stayed there, and its time.
         host = [n for n in nodes if n["kind"] == "op" and n["where"] == "host"]
         assert host
@@ -166,6 +182,7 @@ def test_a_1000_node_model_opens_and_pans(tmp_path, capsys):
         ops = [n for n in data["graph"]["nodes"] if n["kind"] == "op"]
         assert len(ops) >= 1000
         assert drawn(page, ".node", "data-key") == {f"n{n['id']}" for n in data["graph"]["nodes"]}
+        assert not overlapping(page)
         # Pan by dragging: 30 moves, each a frame; the scene follows the pointer.
         before = page.evaluate("document.getElementById('scene').getAttribute('transform')")
         page.send("Input.dispatchMouseEvent", type="mousePressed", x=300, y=600, button="left",
@@ -186,6 +203,41 @@ def test_a_1000_node_model_opens_and_pans(tmp_path, capsys):
         print(f"\n{len(ops)}-node report: opened in {opened:.1f} s ({cpu:.1f} s of browser CPU, "
               f"layout {layout_ms} ms); 30 pan moves in {panned * 1000:.0f} ms "
               f"({pan_cpu * 1000:.0f} ms CPU); the machine may be shared")
+
+
+def test_a_long_model_is_laid_out_in_pieces_that_do_not_overlap(tmp_path, capsys):
+    """ppocr_v4_rec on native: one region of 449 nodes, cut at its separators into pieces
+    dagre lays out one by one, then stacked: every node drawn, none over another, and the
+    region's box around them all."""
+    model, inputs = zoo_case("ppocr_v4_rec", tmp_path)
+    out = tmp_path / "rec.html"
+    assert cli_main(["report", model, "--backend", "native", "-o", str(out)]) == 0
+    with Chromium() as page:
+        cpu = page.cpu_seconds()
+        data = open_report(page, out)
+        cpu = page.cpu_seconds() - cpu
+        levels, pieces = (int(page.evaluate(f"document.body.dataset.{k}"))
+                          for k in ("levels", "pieces"))
+        assert pieces > levels + 10
+        assert drawn(page, ".node", "data-key") == {f"n{n['id']}" for n in data["graph"]["nodes"]}
+        assert not overlapping(page)
+        (box,) = [b for b in data["graph"]["boxes"] if b["kind"] == "region"]
+        inside = page.evaluate(f"""(() => {{
+            const frame = document.querySelector('.box[data-box="{box["id"]}"] .frame')
+                .getBoundingClientRect();
+            return [...document.querySelectorAll('.node')].filter(g => {{
+                const n = +g.getAttribute('data-key').slice(1);
+                return JSON.parse(document.getElementById('byoc-data').textContent)
+                    .graph.nodes[n].box === {box["id"]}; }}).every(g => {{
+                const r = g.querySelector('rect').getBoundingClientRect();
+                return r.left >= frame.left && r.right <= frame.right && r.top >= frame.top
+                    && r.bottom <= frame.bottom; }}); }})()""")
+        assert inside
+        layout_ms = page.evaluate("document.body.dataset.layoutMs")
+        assert not page.errors, page.errors
+    with capsys.disabled():
+        print(f"\nppocr_v4_rec report: {pieces} pieces in {levels} levels, layout {layout_ms} ms, "
+              f"{cpu:.1f} s of browser CPU to open; the machine may be shared")
 
 
 def test_hostile_names_are_shown_as_text_and_run_nothing(tmp_path):

@@ -88,13 +88,142 @@
   }
 
   // ---- layout ----
-  // Each open box is laid out by dagre on its own, its children (nodes and the boxes inside it,
-  // already laid out) as nodes; then the box is one node of the graph around it. An edge that
-  // crosses a box's border goes through the box's ports: "in" on its top edge, "out" on its
-  // bottom. Boxes stay convex (regions are; bodies are entered only through their node), so
-  // every graph is acyclic, and no single layout is larger or deeper than one level of the model.
+  // Each open box is laid out on its own, its children (nodes and the boxes inside it, already
+  // laid out) as nodes; then the box is one node of the graph around it. An edge that crosses a
+  // box's border goes through the box's ports: "in" on its top edge, "out" on its bottom. Boxes
+  // stay convex (regions are; bodies are entered only through their node), so every graph is
+  // acyclic, and no single layout is larger or deeper than one level of the model.
+  //
+  // dagre's time grows faster than the graph (about 1 ms a node at 100 nodes, 10 at 450), so a
+  // big level is cut into pieces at its separators (nodes every other node is above or below),
+  // each laid out by dagre on its own, then stacked with the separator they share in one place.
+  // A piece of the same shape as one laid out before (node sizes, edges: repeated blocks, a box
+  // unchanged by folding another) takes that layout again: dagre is deterministic.
   const LABEL = 16;  // room for a box's label above its contents
+  const PIECE = 12;  // nodes: a level cut into pieces of at least this many
+  const SPACING = { rankdir: "TB", nodesep: 16, ranksep: 26, edgesep: 6, marginx: 0, marginy: 0 };
+  const shapes = new Map();  // a piece's shape -> dagre's layout of it
   function depthOf(c) { let d = 0; for (let b = c; b !== null; b = BOXES[b].parent) d++; return d; }
+
+  // dagre on nodes [[w, h]] and edges [[from, to]] by index: centres and edge points.
+  function dagreLayout(sizes, edges) {
+    const shape = sizes.map(s => s.w.toFixed(2) + "x" + s.h).join(",") + "|" + edges.map(e => e[0] + ">" + e[1]).join(",");
+    let laid = shapes.get(shape);
+    if (laid) return laid;
+    const g = new dagre.graphlib.Graph();
+    g.setGraph(Object.assign({}, SPACING));
+    g.setDefaultEdgeLabel(() => ({}));
+    sizes.forEach((s, i) => g.setNode(String(i), { width: s.w, height: s.h }));
+    for (const [a, b] of edges) g.setEdge(String(a), String(b), {});
+    dagre.layout(g);
+    laid = { at: sizes.map((_, i) => { const v = g.node(String(i)); return [v.x, v.y]; }),
+             points: edges.map(([a, b]) => g.edge(String(a), String(b)).points.map(p => [p.x, p.y])) };
+    shapes.set(shape, laid);
+    return laid;
+  }
+
+  // The pieces of a level of n nodes (edges by index; fromIn, toOut: the nodes its ports
+  // feed and are fed by; anchors: where its ranks start if no port feeds it): {nodes: [lists of
+  // node indices], cuts: [the separator piece i shares with piece i + 1]}; one piece if it has
+  // no separator.
+  function piecesOf(n, edges, fromIn, toOut, anchors) {
+    const whole = { nodes: [[...Array(n).keys()]], cuts: [] };
+    if (n < 2 * PIECE) return whole;
+    const succ = Array.from({ length: n }, () => []), pred = Array.from({ length: n }, () => []);
+    for (const [a, b] of edges) { succ[a].push(b); pred[b].push(a); }
+    const order = [], missing = pred.map(p => p.length);
+    for (let v = 0; v < n; v++) if (!missing[v]) order.push(v);
+    for (let k = 0; k < order.length; k++) for (const s of succ[order[k]]) if (!--missing[s]) order.push(s);
+    if (order.length < n) return whole;  // not acyclic: never cut
+    // Ranks: longest path from the anchors; what they do not reach (a constant's chain) just
+    // above its first consumer, as dagre would put it.
+    const start = new Set(fromIn.length ? fromIn : anchors.length ? anchors : order.filter(v => !pred[v].length));
+    const reached = new Array(n).fill(false), rank = new Array(n).fill(0);
+    for (const v of order) {
+      reached[v] = start.has(v) || pred[v].some(p => reached[p]);
+      if (reached[v]) for (const p of pred[v]) if (reached[p]) rank[v] = Math.max(rank[v], rank[p] + 1);
+    }
+    for (let k = n - 1; k >= 0; k--) {
+      const v = order[k];
+      if (!reached[v] && succ[v].length) rank[v] = Math.min(...succ[v].map(s => rank[s])) - 1;
+    }
+    const low = rank.reduce((a, b) => Math.min(a, b)), top = rank.reduce((a, b) => Math.max(a, b)) - low;
+    const count = new Array(top + 2).fill(0), over = new Array(top + 2).fill(0), byRank = Array.from({ length: top + 1 }, () => []);
+    for (let v = 0; v < n; v++) { rank[v] -= low; count[rank[v]]++; byRank[rank[v]].push(v); }
+    for (const [a, b] of edges) if (rank[b] - rank[a] > 1) { over[rank[a] + 1]++; over[rank[b]]--; }
+    const first = fromIn.length ? Math.max(...fromIn.map(v => rank[v])) : 0;
+    const last = toOut.length ? Math.min(...toOut.map(v => rank[v])) : top;
+    const pieces = [], cuts = [];
+    let piece = [], covered = 0, left = n;
+    for (let r = 0; r <= top; r++) {
+      covered += over[r];
+      for (const v of byRank[r]) piece.push(v);
+      left -= byRank[r].length;
+      if (count[r] === 1 && !covered && r >= first && r <= last && piece.length >= PIECE && left >= PIECE) {
+        pieces.push(piece);
+        cuts.push(byRank[r][0]);
+        piece = [byRank[r][0]];
+      }
+    }
+    pieces.push(piece);
+    return { nodes: pieces.map(p => p.sort((a, b) => a - b)), cuts: cuts };  // nodes in the order given
+  }
+
+  // One level laid out: {w, h, at: Map key -> {x, y, w, h}, edges: [{v, w, points, hidden}]}.
+  function layoutLevel(u, size, top) {
+    const keys = [...u.nodes.keys()], index = new Map(keys.map((k, i) => [k, i]));
+    const sizes = keys.map(k => k[0] === "b" ? size[+k.slice(1)] : sizeOf(u.nodes.get(k)));
+    const edges = [], fromIn = [], toOut = [];
+    for (const [from, to] of u.edges.values()) {
+      if (from === "in") fromIn.push(index.get(to));
+      else if (to === "out") toOut.push(index.get(from));
+      else edges.push([index.get(from), index.get(to)]);
+    }
+    const anchors = keys.map((k, i) => k[0] === "n" && NODES[+k.slice(1)].kind === "input" ? i : -1).filter(i => i >= 0);
+    const { nodes: pieces, cuts } = piecesOf(keys.length, edges, fromIn, toOut, anchors);
+    const home = new Array(keys.length);  // the first piece each node is in
+    pieces.forEach((p, i) => { for (const v of p) if (home[v] === undefined) home[v] = i; });
+    const own = pieces.map(() => []);
+    for (const e of edges) own[Math.max(home[e[0]], home[e[1]])].push(e);
+    const PORT = { w: 2, h: 2 };
+    const at = new Map(), out = [];
+    let dx = 0, dy = 0;
+    pieces.forEach((p, i) => {
+      const last = i === pieces.length - 1;
+      const names = p.map(v => keys[v]), local = new Map(p.map((v, j) => [v, j]));
+      const sz = p.map(v => sizes[v]);
+      const list = own[i].map(([a, b]) => [local.get(a), local.get(b), false]);
+      const inPort = i === 0 && fromIn.length ? names.push("in") - 1 : -1;
+      if (inPort >= 0) { sz.push(PORT); for (const v of fromIn) list.push([inPort, local.get(v), false]); }
+      const outPort = last && toOut.length ? names.push("out") - 1 : -1;
+      if (outPort >= 0) { sz.push(PORT); for (const v of toOut) list.push([local.get(v), outPort, false]); }
+      // Hidden edges keep the ports on the box's top and bottom edge, and a piece's separators
+      // at its top and bottom, so stacked pieces never overlap.
+      const head = i > 0 ? local.get(cuts[i - 1]) : inPort, tail = last ? outPort : local.get(cuts[i]);
+      const hasIn = new Array(names.length).fill(false), hasOut = new Array(names.length).fill(false);
+      for (const [a, b] of list) { hasOut[a] = true; hasIn[b] = true; }
+      for (let j = 0; j < names.length; j++) {
+        if (head >= 0 && j !== head && j !== outPort && !hasIn[j]) list.push([head, j, true]);
+        if (tail >= 0 && j !== tail && j !== inPort && !hasOut[j]) list.push([j, tail, true]);
+      }
+      const laid = dagreLayout(sz, list);
+      if (i > 0) {  // the separator it shares with the piece above, where that piece put it
+        const shared = at.get(keys[cuts[i - 1]]);
+        dx = shared.x - laid.at[head][0]; dy = shared.y - laid.at[head][1];
+      }
+      names.forEach((key, j) => { if (!at.has(key)) at.set(key, { x: laid.at[j][0] + dx, y: laid.at[j][1] + dy, w: sz[j].w, h: sz[j].h }); });
+      list.forEach(([a, b, hidden], j) => out.push({ v: names[a], w: names[b], hidden: hidden, points: laid.points[j].map(([x, y]) => ({ x: x + dx, y: y + dy })) }));
+    });
+    // dagre's margins around it all
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const v of at.values()) { x0 = Math.min(x0, v.x - v.w / 2); x1 = Math.max(x1, v.x + v.w / 2); y0 = Math.min(y0, v.y - v.h / 2); y1 = Math.max(y1, v.y + v.h / 2); }
+    for (const e of out) for (const p of e.points) { x0 = Math.min(x0, p.x); x1 = Math.max(x1, p.x); y0 = Math.min(y0, p.y); y1 = Math.max(y1, p.y); }
+    const mx = top ? 16 : 10, my = top ? 16 : 8, sx = mx - x0, sy = my - y0;
+    for (const v of at.values()) { v.x += sx; v.y += sy; }
+    for (const e of out) for (const p of e.points) { p.x += sx; p.y += sy; }
+    return { w: x1 - x0 + 2 * mx, h: y1 - y0 + 2 * my, at: at, edges: out, pieces: pieces.length };
+  }
+
   function layout() {
     const outer = outerFolded();
     const keys = new Array(NODES.length), home = {}, units = new Map();
@@ -131,67 +260,48 @@
       for (const x of ca) { if (x === common) break; link(x, unitIn(a, x), "out"); }
       for (const x of cb) { if (x === common) break; link(x, "in", unitIn(b, x)); }
     }
-    const size = {}, graphs = new Map();
+    const size = {}, levels = new Map();
+    let pieces = 0;
     const order = [...units.keys()].sort((x, y) => (y === "top" ? 0 : depthOf(y)) - (x === "top" ? 0 : depthOf(x)));
     for (const k of order) {
-      const u = units.get(k), top = k === "top";
-      const g = new dagre.graphlib.Graph();
-      g.setGraph({ rankdir: "TB", nodesep: 16, ranksep: 26, edgesep: 6, marginx: top ? 16 : 10, marginy: top ? 16 : 8 });
-      g.setDefaultEdgeLabel(() => ({}));
-      for (const [key, lines] of u.nodes) {
-        const sz = key[0] === "b" ? size[+key.slice(1)] : sizeOf(lines);
-        g.setNode(key, { width: sz.w, height: sz.h, lines: lines });
-      }
-      let hasIn = false, hasOut = false;
-      for (const [from, to] of u.edges.values()) {
-        hasIn = hasIn || from === "in"; hasOut = hasOut || to === "out";
-        g.setEdge(from, to, {});
-      }
-      // the ports sit above every source and below every sink: on the box's top and bottom edge
-      if (hasIn) g.setNode("in", { width: 2, height: 2 });
-      if (hasOut) g.setNode("out", { width: 2, height: 2 });
-      for (const key of u.nodes.keys()) {
-        if (hasIn && !(g.inEdges(key) || []).length) g.setEdge("in", key, { hidden: true });
-        if (hasOut && !(g.outEdges(key) || []).length) g.setEdge(key, "out", { hidden: true });
-      }
-      dagre.layout(g);
-      graphs.set(k, g);
-      if (!top) size[k] = { w: g.graph().width, h: g.graph().height + LABEL };
+      const laid = layoutLevel(units.get(k), size, k === "top");
+      levels.set(k, laid);
+      pieces += laid.pieces;
+      if (k !== "top") size[k] = { w: laid.w, h: laid.h + LABEL };
     }
-    // Place every unit in page coordinates, outermost first.
-    const L = { pos: {}, edges: [], w: graphs.get("top").graph().width || 0, h: graphs.get("top").graph().height || 0 };
+    // Place every level in page coordinates, outermost first.
+    const whole = levels.get("top");
+    const L = { pos: {}, edges: [], w: whole.w, h: whole.h, levels: levels.size, pieces: pieces };
     const origin = new Map([["top", { x: 0, y: 0 }]]);
     const stack = ["top"];
     while (stack.length) {
-      const k = stack.pop(), g = graphs.get(k), o = origin.get(k);
-      g.nodes().forEach(key => {
-        if (key === "in" || key === "out") return;
-        const v = g.node(key), x = v.x + o.x, y = v.y + o.y;
-        L.pos[key] = { x: x, y: y, w: v.width, h: v.height, lines: v.lines };
+      const k = stack.pop(), o = origin.get(k), names = units.get(k).nodes;
+      for (const [key, v] of levels.get(k).at) {
+        if (key === "in" || key === "out") continue;
+        const x = v.x + o.x, y = v.y + o.y;
+        L.pos[key] = { x: x, y: y, w: v.w, h: v.h, lines: names.get(key) };
         if (key[0] === "b") {
           const id = +key.slice(1);
-          origin.set(id, { x: x - v.width / 2, y: y - v.height / 2 + LABEL });
+          origin.set(id, { x: x - v.w / 2, y: y - v.h / 2 + LABEL });
           stack.push(id);
         }
-      });
+      }
     }
     const port = (box, which) => {  // a port of a box, on its border
-      const g = graphs.get(box), o = origin.get(box), p = L.pos["b" + box];
-      const x = g.hasNode(which) ? g.node(which).x + o.x : p.x;
-      return { x: x, y: which === "in" ? p.y - p.h / 2 : p.y + p.h / 2 };
+      const q = levels.get(box).at.get(which), o = origin.get(box), p = L.pos["b" + box];
+      return { x: q ? q.x + o.x : p.x, y: which === "in" ? p.y - p.h / 2 : p.y + p.h / 2 };
     };
-    for (const [k, g] of graphs) {
+    for (const [k, laid] of levels) {
       const o = origin.get(k);
-      g.edges().forEach(e => {
-        const label = g.edge(e);
-        if (label.hidden) return;
-        const pts = label.points.map(p => ({ x: p.x + o.x, y: p.y + o.y }));
+      for (const e of laid.edges) {
+        if (e.hidden) continue;
+        const pts = e.points.map(p => ({ x: p.x + o.x, y: p.y + o.y }));
         if (e.v === "in") pts[0] = port(k, "in");
         else if (e.v[0] === "b") pts[0] = port(+e.v.slice(1), "out");
         if (e.w === "out") pts[pts.length - 1] = port(k, "out");
         else if (e.w[0] === "b") pts[pts.length - 1] = port(+e.w.slice(1), "in");
         L.edges.push({ points: pts, arrow: e.w !== "out" });
-      });
+      }
     }
     return L;
   }
@@ -287,6 +397,8 @@
       draw(L);
       // how long it took, for whoever measures the page (tests, people with devtools open)
       document.body.dataset.layoutMs = Math.round(t1 - t0);
+      document.body.dataset.levels = L.levels;  // laid out one by one, cut into L.pieces
+      document.body.dataset.pieces = L.pieces;
       document.body.dataset.drawMs = Math.round(performance.now() - t1);
       setStatus(warning, !!warning);
       document.body.dataset.state = "ready";
