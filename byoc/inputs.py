@@ -180,6 +180,7 @@ def read_input_files(specs: list[str], names: list[str]) -> dict[str, np.ndarray
     native byte order (C and onnxruntime read native bytes).
     """
     from .files.arrays import load_arrays
+    from .report import show  # the user's file names are shown as a model's names are
 
     given: dict[str, np.ndarray] = {}
 
@@ -201,23 +202,23 @@ def read_input_files(specs: list[str], names: list[str]) -> dict[str, np.ndarray
             raise InputError(f"--input wants NAME=FILE.npy, NAME=FILE.npz or FILE.npz, got "
                              f"{spec!r}")
         if sep:
-            check([name], f"--input {spec}")
+            check([name], f"--input {show(spec)}")
 
             def exactly_one(members: list[str]) -> None:  # before any array is read
                 if len(members) != 1:
-                    raise InputError(f"--input {name}: {path!r} holds {len(members)} arrays "
-                                     f"{sorted(members)}; NAME=FILE.npz wants exactly one "
-                                     f"(--input {path} feeds them by name)")
+                    raise InputError(f"--input {show(name)}: {path!r} holds {len(members)} "
+                                     f"arrays {sorted(members)}; NAME=FILE.npz wants exactly "
+                                     f"one (--input {show(path)} feeds them by name)")
 
-            arrays = load_arrays(path, f"--input {name}", exactly_one)
+            arrays = load_arrays(path, f"--input {show(name)}", exactly_one)
             given[name] = native(next(iter(arrays.values())))
             continue
-        arrays = load_arrays(spec, f"--input {spec}", lambda m: check(m, spec))
+        arrays = load_arrays(spec, f"--input {show(spec)}", lambda m: check(m, show(spec)))
         if None in arrays:  # a bare .npy: which input is it?
             if len(names) != 1:
-                raise InputError(f"--input {spec}: a .npy file holds one array; say which "
-                                 f"input it is with --input NAME={spec} (inputs: {names})")
-            check(names, spec)
+                raise InputError(f"--input {show(spec)}: a .npy file holds one array; say which "
+                                 f"input it is with --input NAME={show(spec)} (inputs: {names})")
+            check(names, show(spec))
             arrays = {names[0]: arrays[None]}
         given.update((n, native(a)) for n, a in arrays.items())
     return given

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.bad_inputs.test_bad_models import assert_refused, run_cli
+from tests.bad_inputs.test_bad_run_inputs import byoc_main
 
 ESC = "\x1b[2J\x1b[31m"  # clear the screen, then red
 
@@ -82,6 +83,33 @@ def test_an_input_shape_error_keeps_its_whole_line(tmp_path):
     r = run_cli("run", _hostile(tmp_path), "--input", f"x{ESC}=x.npy", cwd=tmp_path)
     assert_refused(r, 'must have shape ("n\\u001b[2J\\u001b[31m\\u000aX", 3), got (2, 4) '
                       '(dim 1)')
+
+
+@pytest.mark.parametrize("argv,ending", [
+    (["run"], ""), (["bench", "--repeat", "1", "--warmup", "0"], ""),
+    (["build", "--backend", "reference"], ""),
+    (["run", "--input", "NAME"], "is not a .npy or .npz file"),
+    (["run", "--input", "X=NAME"], "is not a .npy or .npz file"),
+    (["run", "--input", "X=NAME.npz"], "feeds them by name)"),
+    (["run", "--input", "y=NAME.npz"], "the model's inputs are ['x\\x1b[2J\\x1b[31m']")])
+def test_a_file_name_with_control_characters_stays_on_its_line(tmp_path, monkeypatch, capsys,
+                                                                argv, ending):
+    """The model's file name in the first line of run, bench and build, and --input's names in
+    errors: escaped like a model's names (an error was cut at the newline inside the name)."""
+    import numpy as np
+
+    name = "evil" + ESC + "\nname"
+    (tmp_path / name).write_bytes((tmp_path / _hostile(tmp_path)).read_bytes())
+    np.savez(tmp_path / (name + ".npz"), a=np.ones(1), b=np.ones(1))
+    argv = [a.replace("NAME", name).replace("X=", "x" + ESC + "=") for a in argv]
+    monkeypatch.chdir(tmp_path)
+    code, out, err = byoc_main(capsys, argv[0], name, *argv[1:])
+    assert _printable(out + err) and "\nname" not in out + err, (out, err)
+    if ending:
+        assert code == 2 and err.count("\n") == 1 and err.rstrip().endswith(ending), err
+    else:
+        assert code == 0, err
+        assert '"evil\\u001b[2J\\u001b[31m\\u000aname"' in out.splitlines()[0], out
 
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .common import (
     plan_arg,
     prepare,
     settled,
+    show,
     threads_of,
     warn_fallbacks,
     whole,
@@ -59,7 +60,7 @@ def cmd_bench(args) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{os.path.basename(path)}  ({', '.join(result['backends'])}, {threads} thread"
+        print(f"{show(os.path.basename(path))}  ({', '.join(result['backends'])}, {threads} thread"
               f"{'s' if threads > 1 else ''} each side, median of {args.repeat})")
         print(f"  byoc         {result['byoc_median_s'] * 1000:9.2f} ms")
         print(f"  onnxruntime  {result['onnxruntime_median_s'] * 1000:9.2f} ms")

@@ -56,7 +56,7 @@ def cmd_build(args) -> int:
     elapsed = time.perf_counter() - start
     part = exe.mod  # without the regions --fallback host sent back
     regions = [n for n in part.functions if n != "main"]
-    print(f"built {os.path.basename(path)} for {', '.join(backends) or 'host'} in {elapsed:.2f} s: "
+    print(f"built {show(os.path.basename(path))} for {', '.join(backends) or 'host'} in {elapsed:.2f} s: "
           f"{len(regions)} region(s); C modules compiled {STATS.compiled}, from cache {STATS.cached}")
     print(format_placement(placement(part)))
     if args.emit_c:

@@ -294,7 +294,7 @@ def report_hint(args, profile: bool = False) -> str:
         elif args.backend:
             parts += ["--backend", args.backend]
         parts += ["--profile"] if profile else []
-        return f"see it drawn, per node: {shlex.join(parts)} -o report.html"
+        return f"see it drawn, per node: {show(shlex.join(parts))} -o report.html"
 
     plan = getattr(args, "plan", None)
     text = line(args.model, plan)  # long paths give way to placeholders: tables fit 120 columns

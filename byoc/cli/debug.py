@@ -36,7 +36,7 @@ def cmd_extract(args) -> int:
     case = extract(mod, one_backend(args), args.output, model_inputs(args, mod), region=args.region,
                    nodes=nodes, name_regex=args.name_regex, iteration=args.iteration,
                    force=args.force, protect=read_paths(args))
-    print(f"wrote {case.out_dir}: region {case.region.name} ({len(case.region.nodes)} nodes, "
+    print(f"wrote {show(str(case.out_dir))}: region {case.region.name} ({len(case.region.nodes)} nodes, "
           f"{len(case.region.input_names)} inputs, {len(case.region.output_names)} outputs)")
     for f in case.files:
         print(f"  {f}")

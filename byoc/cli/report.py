@@ -19,6 +19,7 @@ from .common import (
     plan_arg,
     read_paths,
     settled,
+    show,
     whole,
 )
 
@@ -75,7 +76,7 @@ def cmd_report(args) -> int:
             f.write(page)
     nodes = sum(1 for n in data["view"]["nodes"] if n["kind"] == "op")
     regions = len(data["summary"]["regions"])
-    print(f"wrote {args.output}: {nodes} nodes, {regions} region(s); open it in any browser "
+    print(f"wrote {show(args.output)}: {nodes} nodes, {regions} region(s); open it in any browser "
           "(one file, no server)")
     return 0
 

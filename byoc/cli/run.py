@@ -120,7 +120,7 @@ def cmd_run(args) -> int:
     else:
         where = ", ".join(backends) if backends else (
             f"the plan {args.plan}" if args.plan else "host")
-        print(f"ran {os.path.basename(path)} on {where} ({exe.threads} thread"
+        print(f"ran {show(os.path.basename(path))} on {where} ({exe.threads} thread"
               f"{'s' if exe.threads > 1 else ''})")
         print(f"  first call    {_ms(elapsed)}  (one-time work included: builds for these "
               f"input shapes)")

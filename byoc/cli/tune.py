@@ -15,6 +15,7 @@ from .common import (
     one_line,
     path_arg,
     read_paths,
+    show,
     threads_arg,
     threads_of,
     whole,
@@ -69,7 +70,7 @@ def cmd_tune(args) -> int:
                 fallback=args.fallback)
     plan.save(args.output, force=args.force, protect=read_paths(args))
     print(plan.show())
-    print(f"wrote {args.output}")
+    print(f"wrote {show(args.output)}")
     return 0
 
 
