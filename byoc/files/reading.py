@@ -31,9 +31,10 @@ class NotRegular(ByocError):
 
 
 def open_regular(path: str | os.PathLike, what: str = "file", *, max_bytes: int | None = None,
-                 error: type[ByocError] = NotRegular) -> io.BufferedReader:
+                 error: type[ByocError] = NotRegular, why: str = "") -> io.BufferedReader:
     """``open(path, "rb")``, refused with ``error`` unless it is a regular file of at most
-    ``max_bytes``. ``what`` names the file in the message (``--input x``, ``model``)."""
+    ``max_bytes`` (``why`` says where that bound comes from). ``what`` names the file in the
+    message (``--input x``, ``model``)."""
     shown = os.fspath(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -49,7 +50,7 @@ def open_regular(path: str | os.PathLike, what: str = "file", *, max_bytes: int 
             raise error(f"{what}: {shown!r} is {kind(st.st_mode)}, not a regular file")
         if max_bytes is not None and st.st_size > max_bytes:
             raise error(f"{what}: {shown!r} holds {st.st_size:,} bytes, more than the "
-                        f"{max_bytes:,} it may")
+                        f"{max_bytes:,} it may{why}")
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -58,10 +59,10 @@ def open_regular(path: str | os.PathLike, what: str = "file", *, max_bytes: int 
 
 
 def read_regular(path: str | os.PathLike, what: str = "file", *, max_bytes: int | None = None,
-                 error: type[ByocError] = NotRegular) -> bytes:
+                 error: type[ByocError] = NotRegular, why: str = "") -> bytes:
     """The bytes of a regular file (see ``open_regular``); no more than its size when opened,
     even if it grows while it is read."""
-    with open_regular(path, what, max_bytes=max_bytes, error=error) as f:
+    with open_regular(path, what, max_bytes=max_bytes, error=error, why=why) as f:
         return f.read(os.fstat(f.fileno()).st_size)
 
 

@@ -40,6 +40,9 @@ from . import shape_inference
 from .upgrade import upgrade_opset
 
 
+MAX_MODEL_BYTES = (2 << 30) - 1  # protobuf parses no bigger message: such a file is no model
+
+
 def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
     """Parse a model from a path, bytes or a ModelProto; returns it and its folder."""
     if isinstance(path_or_model, onnx.ModelProto):
@@ -49,7 +52,9 @@ def read_model(path_or_model: str | os.PathLike | bytes | onnx.ModelProto) -> tu
     else:
         path = os.fspath(path_or_model)
         # Only a regular file: a FIFO would block forever, /dev/zero read until memory ends.
-        data = read_regular(path, "model", error=ModelError)
+        data = read_regular(path, "model", max_bytes=MAX_MODEL_BYTES, error=ModelError,
+                            why=" (protobuf's limit for one message: bigger weights go in "
+                                "external data files)")
         base = os.path.dirname(os.path.abspath(path))
     model = onnx.ModelProto()
     try:

@@ -45,6 +45,16 @@ def test_a_fifo_or_device_is_refused_at_once(work, args, needle):
     assert_refused(run_cli(*args, cwd=work), needle)
 
 
+def test_a_model_file_bigger_than_protobuf_parses_is_not_read(tmp_path):
+    """A 3 GB file (sparse: it takes no room) was read whole, then found not to parse."""
+    with open(tmp_path / "big.onnx", "wb") as f:
+        f.truncate(3 << 30)
+    with pytest.raises(byoc.errors.ModelError, match=r"model: '.*big.onnx' holds "
+                       r"3,221,225,472 bytes, more than the 2,147,483,647 it may \(protobuf's "
+                       r"limit for one message: bigger weights go in external data files\)"):
+        byoc.load_onnx(str(tmp_path / "big.onnx"))
+
+
 def test_external_data_that_is_a_fifo_is_refused(tmp_path):
     from tests.bad_inputs.make_corpus import external
 
