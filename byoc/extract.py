@@ -281,6 +281,23 @@ def _parsed(parse, path: str):
         raise InputError(f"case file {path!r} cannot be parsed: {exc}") from None
 
 
+def _case_array(tensor: onnx.TensorProto, file: str) -> np.ndarray:
+    """A case file's tensor as an array: its data in the file itself (onnx would open an
+    external data file named by the case: a FIFO there blocks), its shape filled by it."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.external_data:
+        raise InputError(f"case file {file!r}: tensor {tensor.name!r} points to external data; "
+                         f"a case file holds its data itself")
+    if any(d < 0 for d in tensor.dims):
+        raise InputError(f"case file {file!r}: tensor {tensor.name!r} has a negative dim: "
+                         f"{list(tensor.dims)}")
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:  # a declared shape its data does not fill, a bad type
+        raise InputError(f"case file {file!r}: tensor {tensor.name!r} (shape "
+                         f"{list(tensor.dims)}): its data does not match "
+                         f"({str(exc).splitlines()[0][:200]})") from None
+
+
 def load_case(case_dir: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A case directory's model, inputs and expected outputs (by name)."""
     path = os.path.join(case_dir, "model.onnx")
@@ -296,7 +313,7 @@ def load_case(case_dir: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], di
             if not os.path.lexists(file):
                 raise InputError(f"{case_dir}: missing test_data_set_0/{kind}_{k}.pb")
             tensor = _parsed(onnx.load_tensor_from_string, file)
-            out[tensor.name] = numpy_helper.to_array(tensor)
+            out[tensor.name] = _case_array(tensor, file)
         return out
 
     inits = {t.name for t in model.graph.initializer}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import struct
 import zipfile
@@ -72,6 +73,36 @@ def test_a_case_file_that_is_a_fifo_is_refused(work):
     os.mkfifo(work / "case" / "test_data_set_0" / "input_0.pb")
     assert_refused(run_cli("repro", "case", "--backend", "reference", cwd=work),
                    "input_0.pb' is a FIFO")
+
+
+def _tensor_file(path, dims, **data) -> None:
+    t = onnx.TensorProto(name="image", data_type=onnx.TensorProto.FLOAT, dims=dims, **data)
+    if "external_data" in data:
+        t.data_location = onnx.TensorProto.EXTERNAL
+    path.write_bytes(t.SerializeToString())
+
+
+def test_a_case_file_declaring_more_than_it_holds_or_external_data_is_refused(tmp_path):
+    """Was `internal error: ValueError`; external data would have onnx open a file the case
+    names (a FIFO there blocks)."""
+    from byoc.cli import default_model_path
+    from byoc.extract import extract, load_case
+    from byoc.inputs import random_inputs
+
+    case = tmp_path / "case"
+    mod = byoc.load_onnx(default_model_path())
+    extract(mod, "reference", str(case), random_inputs(mod.main, {"batch": 1}), region=0)
+    pb = case / "test_data_set_0" / "input_0.pb"
+    os.mkfifo(tmp_path / "fifo")
+    for data, needle in [
+            ({"dims": [100000, 100000, 10], "raw_data": b"\0" * 4},
+             "tensor 'image' (shape [100000, 100000, 10]): its data does not match"),
+            ({"dims": [-1, 3], "float_data": [0.0] * 3}, "has a negative dim: [-1, 3]"),
+            ({"dims": [1, 3, 32, 32], "external_data": [onnx.StringStringEntryProto(
+                key="location", value="../fifo")]}, "points to external data")]:
+        _tensor_file(pb, **data)
+        with pytest.raises(InputError, match=re.escape(needle)):
+            load_case(str(case))
 
 
 # -- .npy headers ----------------------------------------------------------------------------------
