@@ -240,6 +240,31 @@ def test_a_long_model_is_laid_out_in_pieces_that_do_not_overlap(tmp_path, capsys
               f"{cpu:.1f} s of browser CPU to open; the machine may be shared")
 
 
+def test_a_chain_too_deep_for_one_layout_is_drawn_whole(tmp_path):
+    """2,500 host nodes in a row: dagre alone overflows the browser's stack near 2,000 ranks
+    (the page used to say so and draw nothing); in pieces every node is drawn."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    n = 2500
+    nodes = [helper.make_node("Relu" if k % 2 else "Neg", [f"v{k}"], [f"v{k + 1}"],
+                              name=f"op{k}") for k in range(n)]
+    graph = helper.make_graph(nodes, "chain",
+                              [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info(f"v{n}", TensorProto.FLOAT, [4])])
+    model = tmp_path / "chain.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                                ir_version=10), str(model))
+    out = tmp_path / "chain.html"
+    assert cli_main(["report", str(model), "-o", str(out)]) == 0
+    with Chromium() as page:
+        data = open_report(page, out)  # ready, not "too deep"
+        assert drawn(page, ".node", "data-key") == {f"n{n['id']}" for n in data["graph"]["nodes"]}
+        assert int(page.evaluate("document.body.dataset.pieces")) > 100
+        assert not overlapping(page)
+        assert not page.errors, page.errors
+
+
 def test_hostile_names_are_shown_as_text_and_run_nothing(tmp_path):
     import onnx
 

@@ -95,12 +95,14 @@
   // acyclic, and no single layout is larger or deeper than one level of the model.
   //
   // dagre's time grows faster than the graph (about 1 ms a node at 100 nodes, 10 at 450), so a
-  // big level is cut into pieces at its separators (nodes every other node is above or below),
-  // each laid out by dagre on its own, then stacked with the separator they share in one place.
-  // A piece of the same shape as one laid out before (node sizes, edges: repeated blocks, a box
-  // unchanged by folding another) takes that layout again: dagre is deterministic.
+  // big level is cut into pieces at its separators (a rank holding one node; up to LANES long
+  // edges may pass it, in lanes beside it), each piece laid out by dagre on its own, then
+  // stacked with the separator they share in one place. A piece of the same shape as one laid
+  // out before (node sizes, edges: repeated blocks, a box unchanged by folding another) takes
+  // that layout again: dagre is deterministic.
   const LABEL = 16;  // room for a box's label above its contents
   const PIECE = 12;  // nodes: a level cut into pieces of at least this many
+  const LANES = 3, LANE = 8;  // long edges beside a separator at most, and px between them
   const SPACING = { rankdir: "TB", nodesep: 16, ranksep: 26, edgesep: 6, marginx: 0, marginy: 0 };
   const shapes = new Map();  // a piece's shape -> dagre's layout of it
   function depthOf(c) { let d = 0; for (let b = c; b !== null; b = BOXES[b].parent) d++; return d; }
@@ -122,12 +124,12 @@
     return laid;
   }
 
-  // The pieces of a level of n nodes (edges by index; fromIn, toOut: the nodes its ports
-  // feed and are fed by; anchors: where its ranks start if no port feeds it): {nodes: [lists of
-  // node indices], cuts: [the separator piece i shares with piece i + 1]}; one piece if it has
-  // no separator.
-  function piecesOf(n, edges, fromIn, toOut, anchors) {
-    const whole = { nodes: [[...Array(n).keys()]], cuts: [] };
+  // The pieces of a level of n nodes (edges by index; anchors: where its ranks start, its "in"
+  // port if it has one): {nodes: [lists of node indices], cuts: [the separator piece i shares
+  // with piece i + 1], lanes: [the nodes whose edges pass beside that separator, at most
+  // LANES], rank}; one piece if it has no separator.
+  function piecesOf(n, edges, anchors) {
+    const whole = { nodes: [[...Array(n).keys()]], cuts: [], lanes: [], rank: null };
     if (n < 2 * PIECE) return whole;
     const succ = Array.from({ length: n }, () => []), pred = Array.from({ length: n }, () => []);
     for (const [a, b] of edges) { succ[a].push(b); pred[b].push(a); }
@@ -137,7 +139,7 @@
     if (order.length < n) return whole;  // not acyclic: never cut
     // Ranks: longest path from the anchors; what they do not reach (a constant's chain) just
     // above its first consumer, as dagre would put it.
-    const start = new Set(fromIn.length ? fromIn : anchors.length ? anchors : order.filter(v => !pred[v].length));
+    const start = new Set(anchors.length ? anchors : order.filter(v => !pred[v].length));
     const reached = new Array(n).fill(false), rank = new Array(n).fill(0);
     for (const v of order) {
       reached[v] = start.has(v) || pred[v].some(p => reached[p]);
@@ -148,71 +150,132 @@
       if (!reached[v] && succ[v].length) rank[v] = Math.min(...succ[v].map(s => rank[s])) - 1;
     }
     const low = rank.reduce((a, b) => Math.min(a, b)), top = rank.reduce((a, b) => Math.max(a, b)) - low;
-    const count = new Array(top + 2).fill(0), over = new Array(top + 2).fill(0), byRank = Array.from({ length: top + 1 }, () => []);
-    for (let v = 0; v < n; v++) { rank[v] -= low; count[rank[v]]++; byRank[rank[v]].push(v); }
-    for (const [a, b] of edges) if (rank[b] - rank[a] > 1) { over[rank[a] + 1]++; over[rank[b]]--; }
-    const first = fromIn.length ? Math.max(...fromIn.map(v => rank[v])) : 0;
-    const last = toOut.length ? Math.min(...toOut.map(v => rank[v])) : top;
-    const pieces = [], cuts = [];
-    let piece = [], covered = 0, left = n;
+    const byRank = Array.from({ length: top + 1 }, () => []);
+    for (let v = 0; v < n; v++) { rank[v] -= low; byRank[rank[v]].push(v); }
+    // the nodes whose edges pass over each rank, as a sweep: an edge a -> b passes over the
+    // ranks between theirs
+    const enter = Array.from({ length: top + 1 }, () => []), leave = Array.from({ length: top + 1 }, () => []);
+    for (const [a, b] of edges) if (rank[b] - rank[a] > 1) { enter[rank[a] + 1].push(a); leave[rank[b]].push(a); }
+    const pieces = [], cuts = [], lanes = [], passing = new Map();
+    let piece = [], left = n;
     for (let r = 0; r <= top; r++) {
-      covered += over[r];
+      for (const a of enter[r]) passing.set(a, (passing.get(a) || 0) + 1);
+      for (const a of leave[r]) { const k = passing.get(a) - 1; if (k) passing.set(a, k); else passing.delete(a); }
       for (const v of byRank[r]) piece.push(v);
       left -= byRank[r].length;
-      if (count[r] === 1 && !covered && r >= first && r <= last && piece.length >= PIECE && left >= PIECE) {
+      if (byRank[r].length === 1 && passing.size <= LANES && piece.length >= PIECE && left >= PIECE) {
         pieces.push(piece);
         cuts.push(byRank[r][0]);
+        lanes.push([...passing.keys()].sort((a, b) => a - b));
         piece = [byRank[r][0]];
       }
     }
     pieces.push(piece);
-    return { nodes: pieces.map(p => p.sort((a, b) => a - b)), cuts: cuts };  // nodes in the order given
+    // nodes in the order they were given: a repeated block gives the same shape
+    return { nodes: pieces.map(p => p.sort((a, b) => a - b)), cuts: cuts, lanes: lanes, rank: rank };
   }
 
-  // One level laid out: {w, h, at: Map key -> {x, y, w, h}, edges: [{v, w, points, hidden}]}.
+  // One level laid out: {w, h, at: Map key -> {x, y, w, h}, edges: [{v, w, points, hidden,
+  // arrow}], pieces}. A separator and the long edges passing beside it (its lanes, LANE apart
+  // on its left) are one node of both pieces it joins, where the pieces meet.
   function layoutLevel(u, size, top) {
-    const keys = [...u.nodes.keys()], index = new Map(keys.map((k, i) => [k, i]));
+    // its ports are nodes too ("in" above all, "out" below), their edges long ones where they
+    // pass separators
+    const keys = [...u.nodes.keys()], PORT = { w: 2, h: 2 };
     const sizes = keys.map(k => k[0] === "b" ? size[+k.slice(1)] : sizeOf(u.nodes.get(k)));
-    const edges = [], fromIn = [], toOut = [];
-    for (const [from, to] of u.edges.values()) {
-      if (from === "in") fromIn.push(index.get(to));
-      else if (to === "out") toOut.push(index.get(from));
-      else edges.push([index.get(from), index.get(to)]);
+    const ports = new Set();
+    for (const [from, to] of u.edges.values()) { if (from === "in") ports.add(from); if (to === "out") ports.add(to); }
+    for (const port of ["in", "out"]) if (ports.has(port)) { keys.push(port); sizes.push(PORT); }
+    const index = new Map(keys.map((k, i) => [k, i])), edges = [];
+    for (const [from, to] of u.edges.values()) edges.push([index.get(from), index.get(to)]);
+    const inPort = index.has("in") ? index.get("in") : -1, outPort = index.has("out") ? index.get("out") : -1;
+    const anchors = inPort >= 0 ? [inPort] : keys.map((k, i) => k[0] === "n" && NODES[+k.slice(1)].kind === "input" ? i : -1).filter(i => i >= 0);
+    const { nodes: pieces, cuts, lanes, rank } = piecesOf(keys.length, edges, anchors);
+    const cutOf = new Map(cuts.map((v, c) => [v, c]));
+    const cutRank = cuts.map(v => rank[v]);
+    const below = x => {  // how many separators rank above x: the piece a node of rank x is in
+      let lo = 0, hi = cutRank.length;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (cutRank[m] < x) lo = m + 1; else hi = m; }
+      return lo;
+    };
+    // Where each edge is drawn: [piece, from, to, arrow], an end {node} or {cut, lane} (lane -1:
+    // the separator itself); an edge past a separator goes by its source's lane there.
+    const drawn = pieces.map(() => []);
+    const end = (v, c) => cutOf.get(v) === c ? { cut: c, lane: -1 } : { node: v };
+    const lane = (a, c) => ({ cut: c, lane: lanes[c].indexOf(a) });
+    const reach = new Map();  // a source -> the last piece its lane reaches
+    for (const [a, b] of edges) {
+      const pa = !cuts.length ? 0 : cutOf.has(a) ? cutOf.get(a) + 1 : below(rank[a]);
+      const pb = !cuts.length ? 0 : below(rank[b]);
+      if (pa >= pb) { drawn[pb].push([end(a, pb - 1), end(b, pb), true]); continue; }
+      drawn[pb].push([lane(a, pb - 1), end(b, pb), true]);
+      if (!reach.has(a)) drawn[pa].push([end(a, pa - 1), lane(a, pa), false]);
+      reach.set(a, Math.max(reach.get(a) || 0, pb));
     }
-    const anchors = keys.map((k, i) => k[0] === "n" && NODES[+k.slice(1)].kind === "input" ? i : -1).filter(i => i >= 0);
-    const { nodes: pieces, cuts } = piecesOf(keys.length, edges, fromIn, toOut, anchors);
-    const home = new Array(keys.length);  // the first piece each node is in
-    pieces.forEach((p, i) => { for (const v of p) if (home[v] === undefined) home[v] = i; });
-    const own = pieces.map(() => []);
-    for (const e of edges) own[Math.max(home[e[0]], home[e[1]])].push(e);
-    const PORT = { w: 2, h: 2 };
-    const at = new Map(), out = [];
+    for (const [a, pb] of reach) {
+      for (let i = (cutOf.has(a) ? cutOf.get(a) + 1 : below(rank[a])) + 1; i < pb; i++)
+        drawn[i].push([lane(a, i - 1), lane(a, i), false]);
+    }
+    const at = new Map(), out = [], joints = [];  // joints: each separator's node, placed
     let dx = 0, dy = 0;
     pieces.forEach((p, i) => {
-      const last = i === pieces.length - 1;
-      const names = p.map(v => keys[v]), local = new Map(p.map((v, j) => [v, j]));
-      const sz = p.map(v => sizes[v]);
-      const list = own[i].map(([a, b]) => [local.get(a), local.get(b), false]);
-      const inPort = i === 0 && fromIn.length ? names.push("in") - 1 : -1;
-      if (inPort >= 0) { sz.push(PORT); for (const v of fromIn) list.push([inPort, local.get(v), false]); }
-      const outPort = last && toOut.length ? names.push("out") - 1 : -1;
-      if (outPort >= 0) { sz.push(PORT); for (const v of toOut) list.push([local.get(v), outPort, false]); }
+      const lastPiece = i === pieces.length - 1;
+      const local = new Map(p.map((v, j) => [v, j]));
+      const sz = p.map(v => {
+        const c = cutOf.get(v);
+        return c === i - 1 || c === i ? { w: sizes[v].w + lanes[c].length * LANE, h: sizes[v].h } : sizes[v];
+      });
+      const id = e => local.get(e.node !== undefined ? e.node : cuts[e.cut]);
+      const list = [], seen = new Map();
+      const draws = drawn[i].map(([f, t, arrow]) => {
+        const a = id(f), b = id(t), k = a + ">" + b;
+        if (!seen.has(k)) { seen.set(k, list.length); list.push([a, b]); }
+        return [seen.get(k), f, t, arrow];
+      });
       // Hidden edges keep the ports on the box's top and bottom edge, and a piece's separators
       // at its top and bottom, so stacked pieces never overlap.
-      const head = i > 0 ? local.get(cuts[i - 1]) : inPort, tail = last ? outPort : local.get(cuts[i]);
-      const hasIn = new Array(names.length).fill(false), hasOut = new Array(names.length).fill(false);
+      const localIn = local.has(inPort) ? local.get(inPort) : -1, localOut = local.has(outPort) ? local.get(outPort) : -1;
+      const head = i > 0 ? local.get(cuts[i - 1]) : localIn, tail = lastPiece ? localOut : local.get(cuts[i]);
+      const hasIn = new Array(sz.length).fill(false), hasOut = new Array(sz.length).fill(false);
       for (const [a, b] of list) { hasOut[a] = true; hasIn[b] = true; }
-      for (let j = 0; j < names.length; j++) {
-        if (head >= 0 && j !== head && j !== outPort && !hasIn[j]) list.push([head, j, true]);
-        if (tail >= 0 && j !== tail && j !== inPort && !hasOut[j]) list.push([j, tail, true]);
+      for (let j = 0; j < sz.length; j++) {
+        if (head >= 0 && j !== head && j !== localOut && !hasIn[j]) list.push([head, j]);
+        if (tail >= 0 && j !== tail && j !== localIn && !hasOut[j]) list.push([j, tail]);
       }
       const laid = dagreLayout(sz, list);
       if (i > 0) {  // the separator it shares with the piece above, where that piece put it
-        const shared = at.get(keys[cuts[i - 1]]);
-        dx = shared.x - laid.at[head][0]; dy = shared.y - laid.at[head][1];
+        dx = joints[i - 1].x - laid.at[head][0]; dy = joints[i - 1].y - laid.at[head][1];
       }
-      names.forEach((key, j) => { if (!at.has(key)) at.set(key, { x: laid.at[j][0] + dx, y: laid.at[j][1] + dy, w: sz[j].w, h: sz[j].h }); });
-      list.forEach(([a, b, hidden], j) => out.push({ v: names[a], w: names[b], hidden: hidden, points: laid.points[j].map(([x, y]) => ({ x: x + dx, y: y + dy })) }));
+      const centre = j => ({ x: laid.at[j][0] + dx, y: laid.at[j][1] + dy, w: sz[j].w, h: sz[j].h });
+      if (!lastPiece) joints.push(centre(tail));
+      p.forEach((v, j) => {
+        if (at.has(keys[v])) return;
+        const c = centre(j), cut = cutOf.get(v);
+        if (cut === i) c.x += (c.w - sizes[v].w) / 2;  // lanes on its left
+        at.set(keys[v], { x: c.x, y: c.y, w: sizes[v].w, h: sizes[v].h });
+      });
+      // each edge drawn along dagre's route, its ends at a separator moved to the separator or
+      // its lane
+      const point = (e, start) => {
+        if (e.cut === undefined) return null;
+        const j = joints[e.cut], x = e.lane < 0 ? j.x + (j.w - sizes[cuts[e.cut]].w) / 2 : j.x - j.w / 2 + LANE * (e.lane + 0.5);
+        return { x: x, y: start ? j.y + j.h / 2 : j.y - j.h / 2 };
+      };
+      for (const [k, f, t, arrow] of draws) {
+        const pts = laid.points[k].map(([x, y]) => ({ x: x + dx, y: y + dy }));
+        const key = e => e.lane === undefined || e.lane < 0 ? keys[e.node !== undefined ? e.node : cuts[e.cut]] : "~";
+        const a = key(f), b = key(t);
+        const p0 = a[0] === "b" ? null : point(f, true), p1 = b[0] === "b" ? null : point(t, false);
+        if (p0) pts[0] = p0;
+        if (p1) pts[pts.length - 1] = p1;
+        out.push({ v: a, w: b, hidden: false, arrow: arrow && b !== "out", points: pts });
+      }
+    });
+    joints.forEach((j, c) => {  // the lanes through each separator's row
+      for (let k = 0; k < lanes[c].length; k++) {
+        const x = j.x - j.w / 2 + LANE * (k + 0.5);
+        out.push({ v: "~", w: "~", hidden: false, arrow: false, points: [{ x: x, y: j.y - j.h / 2 }, { x: x, y: j.y + j.h / 2 }] });
+      }
     });
     // dagre's margins around it all
     let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
@@ -300,7 +363,7 @@
         else if (e.v[0] === "b") pts[0] = port(+e.v.slice(1), "out");
         if (e.w === "out") pts[pts.length - 1] = port(k, "out");
         else if (e.w[0] === "b") pts[pts.length - 1] = port(+e.w.slice(1), "in");
-        L.edges.push({ points: pts, arrow: e.w !== "out" });
+        L.edges.push({ points: pts, arrow: e.arrow !== undefined ? e.arrow : e.w !== "out" });
       }
     }
     return L;
