@@ -46,6 +46,7 @@ HOSTILE = [  # (argv, what the one line says)
      "--shape image: dim 0 ('batch') is 2, but 'batch' is 1"),
     (["run", "--compare"], "argument --compare: expected one argument"),
     (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["run", "--x\nY"], "unrecognized arguments: --x\\nY (see byoc --help)"),  # not cut
     (["run", "--fallback", "x"], "argument --fallback: invalid choice"),
     (["run", "--atol", "nan"], "argument --atol: wants a number from 0, got 'nan'"),
     (["run", "--rtol", "-1"], "argument --rtol: wants a number from 0, got '-1'"),

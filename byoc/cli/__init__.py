@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from . import bench, build, debug, info, partition, plan, report, run, tune
-from .common import default_model_path, one_line
+from .common import default_model_path, escaped, one_line
 
 __all__ = ["main", "build_parser", "default_model_path"]
 
@@ -25,8 +25,8 @@ class Parser(argparse.ArgumentParser):
     commands' parsers are of this class too (add_subparsers makes them so)."""
 
     def error(self, message: str):
-        print(one_line(f"byoc: error: {message} (see {self.prog} --help)"),
-              file=sys.stderr)
+        # argparse's messages are one line but for what the user typed (--x$'\n'y): escaped
+        print(escaped(f"byoc: error: {message} (see {self.prog} --help)"), file=sys.stderr)
         sys.exit(2)
 
 

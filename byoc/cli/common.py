@@ -59,7 +59,12 @@ def show(text: str) -> str:
 def one_line(text: str) -> str:
     """The first line of a message, with anything unprintable in it escaped."""
     first = text.strip().splitlines()[0] if text.strip() else ""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)
+    return escaped(first)
+
+
+def escaped(text: str) -> str:
+    """``text`` with anything unprintable (newlines too) escaped: one line, whatever it holds."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def backend_list(spec: str | None) -> list[str]:
