@@ -27,7 +27,7 @@ import numpy as np
 
 from byoc.codegen import build_cache, c_type
 from byoc.ir import Function, TensorType
-from byoc.runtime.threads import build_threads
+from byoc.runtime.threads import build_threads, building
 
 from . import pool, runtime_c
 from .codegen import SYMBOL, Generated, generate, node_labels, prepared, region_name
@@ -300,7 +300,8 @@ class CompiledRegion:
         shapes = ", ".join(f"{d.name}{list(s)}" for s, d in sig)
         warnings.warn(f"ccompiler: region {self.name!r} runs on the host for ({shapes}): {why}",
                       RuntimeWarning, stacklevel=3)
-        run = compile_region(self.func)
+        with building(self.threads):  # a call, not build(): the region's own count
+            run = compile_region(self.func)
         return lambda arrays: tuple(run(*arrays))
 
 

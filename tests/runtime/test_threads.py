@@ -149,6 +149,21 @@ def test_a_region_that_falls_back_at_a_call_runs_on_the_host_at_the_build_s_coun
     assert asked == [3]
 
 
+def test_a_c_region_that_runs_a_signature_on_the_host_keeps_its_count(monkeypatch):
+    """ccompiler runs arrays it cannot specialize for (here float64 for a float32 region) on
+    the host, compiled at that call: at the region's count (3), not the default (2)."""
+    asked = []
+    monkeypatch.setattr(threads.BLAS, "use", lambda n: asked.append(n))
+    part = byoc.partition(byoc.load_onnx(_matmul_model(128, 128, 128)), backends=["ccompiler"])
+    threads.set_threads(2)
+    exe = byoc.build(part, threads=3)
+    (region,) = exe.external.values()
+    with pytest.warns(RuntimeWarning, match="runs on the host for"):
+        (y,) = region(np.ones((128, 128), np.float64))
+    np.testing.assert_array_equal(y, np.full((128, 128), 128))
+    assert asked == [3]
+
+
 def test_a_run_gives_numpy_s_blas_its_count_back():
     from threadpoolctl import threadpool_info
 
