@@ -1,10 +1,13 @@
 """A compiled native region: ccompiler's runtime (specialized per shape signature, built
-through the cffi cache) over the native generator, after BatchNormalization folding, with
+through the cffi cache) over the native generator, after BatchNormalization folding (once the
+constant calls are folded: weights a graph builds with ConstantOfShape are constants then), with
 the shapes the graph computes made constants first (``shape_values``)."""
 
 from __future__ import annotations
 
+from byoc.backends.ccompiler.fold import fold_constants
 from byoc.backends.ccompiler.runtime import CompiledRegion
+
 from byoc.ir import Function
 
 from .codegen import generate as native_generate
@@ -18,7 +21,7 @@ class NativeRegion(CompiledRegion):
     generate = staticmethod(native_generate)
     value_params = staticmethod(value_params)
     specialize = staticmethod(specialize)
-    prepare = staticmethod(fold_batch_norm)
+    prepare = staticmethod(lambda func: fold_batch_norm(fold_constants(func)))
 
 
 def compile_region(func: Function) -> NativeRegion:

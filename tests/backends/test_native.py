@@ -310,3 +310,33 @@ def test_the_c_header_marks_a_batch_norm_folded_into_its_conv(tmp_path):
     assert "/*   stem/bn (BatchNormalization)  [folded] */" in text
     assert "/*   stem/conv (Conv) */" in text and "/*   stem/relu (Relu) */" in text
     assert "9 folded before code generation" in text  # the model's nine BatchNormalizations
+
+
+def test_a_batch_norm_whose_statistics_a_graph_builds_is_folded_into_its_conv():
+    """The zoo's light models build their weights with ConstantOfShape: folded into constants
+    first, the BatchNormalization then folds into the conv (one kernel), as with initializers."""
+    from onnx import TensorProto, helper
+
+    from byoc.compare import run_onnxruntime
+    from byoc.profile import profile
+
+    n = helper.make_node
+    nodes, inits = [], []
+    for name, shape, value in (("w", [8, 3, 3, 3], 0.02), ("scale", [8], 1.5), ("bias", [8], -0.1),
+                               ("mean", [8], 0.05), ("var", [8], 2.0)):
+        inits.append(helper.make_tensor(f"{name}_shape", TensorProto.INT64, [len(shape)], shape))
+        nodes.append(n("ConstantOfShape", [f"{name}_shape"], [name], name=f"make_{name}",
+                       value=helper.make_tensor("v", TensorProto.FLOAT, [1], [value])))
+    nodes += [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+              n("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["b"], name="bn"),
+              n("Relu", ["b"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 3, 9, 9])],
+                              [helper.make_tensor_value_info("y", 1, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = {"x": np.random.default_rng(0).standard_normal((1, 3, 9, 9)).astype(np.float32)}
+    exe = byoc.build(byoc.partition(byoc.load_onnx(model), backends=["native"]))
+    report = profile(exe, x, repeat=1)
+    assert [(k["kernel"], k["nodes"]) for k in report["kernels"]] == [
+        ("Conv+BatchNormalization+Relu", ["conv", "bn", "relu"])]
+    np.testing.assert_allclose(exe.run(x)["y"], run_onnxruntime(model, x)["y"], rtol=1e-5,
+                               atol=1e-6)
