@@ -51,6 +51,8 @@ _VEC = r"""
 #define BYOC_VW 4
 #endif
 typedef float byoc_vf __attribute__((vector_size(4 * BYOC_VW), aligned(4), may_alias));
+typedef int byoc_vi __attribute__((vector_size(4 * BYOC_VW)));
+typedef float byoc_v8 __attribute__((vector_size(32)));  /* what AVX's masked moves point to */
 """
 
 # exp: x = n ln2 + r, a degree-5 polynomial in r (minimax-fitted, relative error under 2e-7:
@@ -150,13 +152,18 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
     }
 }
 
+/* C[m x n] (+)= an MR-row panel of A times kc rows of NR floats of B: a packed panel (row k
+   at bp + k * NR), or, with off, rows read in place at bp + off[k] (a direct conv's taps).
+   (GCC unswitches the loop on off: two loops, neither testing it.) */
 static void byoc_ukernel(long kc, const float *restrict ap, const float *restrict bp,
-                         float *restrict c, long ldc, long m, long n, int accumulate) {
+                         const long *restrict off, float *restrict c, long ldc, long m, long n,
+                         int accumulate) {
     byoc_vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     byoc_vf c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
     for (long k = 0; k < kc; k++) {
-        byoc_vf b0 = *(const byoc_vf *)(bp + k * BYOC_NR);
-        byoc_vf b1 = *(const byoc_vf *)(bp + k * BYOC_NR + BYOC_VW);
+        const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
+        byoc_vf b0 = *(const byoc_vf *)b;
+        byoc_vf b1 = *(const byoc_vf *)(b + BYOC_VW);
         const float *a = ap + k * BYOC_MR;
         c00 += a[0] * b0; c01 += a[0] * b1;
         c10 += a[1] * b0; c11 += a[1] * b1;
@@ -184,9 +191,25 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
     *(byoc_vf *)&acc[3][0] = c30; *(byoc_vf *)&acc[3][BYOC_VW] = c31;
     *(byoc_vf *)&acc[4][0] = c40; *(byoc_vf *)&acc[4][BYOC_VW] = c41;
     *(byoc_vf *)&acc[5][0] = c50; *(byoc_vf *)&acc[5][BYOC_VW] = c51;
+#if defined(__AVX__) && BYOC_VW == 8
+    /* the n columns of each row through masked loads and stores (no access past them) */
+    const byoc_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const byoc_vi m0 = lane < (byoc_vi){0} + (int)n, m1 = lane + 8 < (byoc_vi){0} + (int)n;
+    for (long i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        byoc_vf v0 = *(const byoc_vf *)&acc[i][0], v1 = *(const byoc_vf *)&acc[i][BYOC_VW];
+        if (accumulate) {
+            v0 += __builtin_ia32_maskloadps256((const byoc_v8 *)ci, m0);
+            v1 += __builtin_ia32_maskloadps256((const byoc_v8 *)(ci + 8), m1);
+        }
+        __builtin_ia32_maskstoreps256((byoc_v8 *)ci, m0, v0);
+        __builtin_ia32_maskstoreps256((byoc_v8 *)(ci + 8), m1, v1);
+    }
+#else
     for (long i = 0; i < m; i++)
         for (long j = 0; j < n; j++)
             c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+#endif
 }
 
 static float byoc_dot(const float *a, const float *b, long n) {
@@ -247,7 +270,7 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                         long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
                         for (long ir = 0; ir < mc; ir += BYOC_MR) {
                             long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                            byoc_ukernel(kc, a + ir * kc, bp + jr * kc,
+                            byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0,
                                          g->C + (ic + ir) * ldc + jc + jr, ldc, m, n,
                                          g->accumulate || pc > 0);
                         }
@@ -369,10 +392,8 @@ _CONV = r"""
    floats), so that every run im2col reads is whole and in bounds. */
 #define BYOC_PAD_SLACK (2 * BYOC_NR)
 #if BYOC_VW == 8
-typedef int byoc_vi __attribute__((vector_size(32)));
 #define BYOC_EVEN ((byoc_vi){0, 2, 4, 6, 8, 10, 12, 14})
 #else
-typedef int byoc_vi __attribute__((vector_size(16)));
 #define BYOC_EVEN ((byoc_vi){0, 2, 4, 6})
 #endif
 typedef struct {
@@ -503,6 +524,112 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
                 byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_padded, &b, yg, ohw, 0, ws, e);
             }
         }
+}
+
+/* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the input
+   is copied once, zero-padded, into planes whose rows are split into SW phases (padded column q
+   lies in phase q % SW at q / SW), so that NR consecutive outputs of a row read NR consecutive
+   floats for every tap, at stride 1 or 2; off[k] says where tap k = (c, kh, kw) of output
+   (0, 0) reads. The micro-kernel then reads its B rows there instead of a packed panel: for
+   convs of few input channels (a stem's 3), where packing im2col panels costs as much as the
+   multiply-adds, and strided ones. Each output's sum over (c, kh, kw) is taken in the same
+   order as the GEMM's, in KC blocks; rows of output go to tasks (the same numbers at any
+   thread count); a finished output row gets the bias and the epilogue. */
+typedef struct {
+    const float *planes, *wp, *bias;
+    const long *off;
+    float *y;
+    long M, K, OH, OW, SH, RS, mpad;
+    const byoc_epi *epi;
+} byoc_dc_job;
+
+typedef struct {
+    const float *x;
+    float *planes;
+    long H, W, HP, SW, PL, PH, PW;
+} byoc_dc_planes;
+
+static void byoc_dc_fill(void *ctx, long c0, long c1) {
+    const byoc_dc_planes *p = (const byoc_dc_planes *)ctx;
+    const long H = p->H, W = p->W, SW = p->SW, PL = p->PL, RS = SW * PL;
+    for (long c = c0; c < c1; c++)
+        for (long r = 0; r < p->HP; r++) {
+            float *d = p->planes + (c * p->HP + r) * RS;
+            long ih = r - p->PH;
+            if (ih < 0 || ih >= H) {
+                memset(d, 0, sizeof(float) * RS);
+                continue;
+            }
+            const float *s = p->x + (c * H + ih) * W;
+            for (long ph = 0; ph < SW; ph++) {  /* u: padded column ph + SW u, input column - PW */
+                long lo = (p->PW - ph + SW - 1) / SW, hi = (W + p->PW - ph + SW - 1) / SW;
+                lo = lo < 0 ? 0 : lo > PL ? PL : lo;
+                hi = hi < lo ? lo : hi > PL ? PL : hi;
+                float *restrict dp = d + ph * PL;
+                const float *restrict sp = s + ph - p->PW;
+                for (long u = 0; u < lo; u++) dp[u] = 0.0f;
+                for (long u = lo; u < hi; u++) dp[u] = sp[SW * u];
+                for (long u = hi; u < PL; u++) dp[u] = 0.0f;
+            }
+        }
+}
+
+static void byoc_dc_rows(void *ctx, long r0, long r1) {
+    const byoc_dc_job *j = (const byoc_dc_job *)ctx;
+    const long M = j->M, K = j->K, OW = j->OW, ohw = j->OH * OW;
+    for (long pc = 0; pc < K; pc += BYOC_KC) {
+        long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
+        for (long ic = 0; ic < M; ic += BYOC_MC) {
+            long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
+            const float *a = j->wp + pc * j->mpad + ic * kc;
+            for (long oh = r0; oh < r1; oh++) {
+                const float *row = j->planes + oh * j->SH * j->RS;
+                for (long ow = 0; ow < OW; ow += BYOC_NR) {
+                    long n = OW - ow < BYOC_NR ? OW - ow : BYOC_NR;
+                    for (long ir = 0; ir < mc; ir += BYOC_MR) {
+                        long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                        byoc_ukernel(kc, a + ir * kc, row + ow, j->off + pc,
+                                     j->y + (ic + ir) * ohw + oh * OW + ow, ohw, m, n, pc > 0);
+                    }
+                }
+                if (pc + kc == K && (j->bias || j->epi)) {
+                    float *yr = j->y + ic * ohw + oh * OW;
+                    if (j->bias)
+                        for (long i = 0; i < mc; i++) {
+                            const float b = j->bias[ic + i];
+                            float *restrict yi = yr + i * ohw;
+                            for (long q = 0; q < OW; q++) yi[q] += b;
+                        }
+                    if (j->epi) j->epi->fn(yr, ohw, ic, mc, OW, j->epi->ctx);
+                }
+            }
+        }
+    }
+}
+
+/* y = conv(x, w) + bias over NCHW, one group, from wp (pack_a of w) as above. ws:
+   direct_conv_scratch floats (runtime_c.py): the planes, then the taps' offsets. */
+void byoc_conv_direct(const float *x, const float *wp, const float *bias, float *y,
+                      long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                      long KW, long SH, long SW, long PH, long PW, long DH, long DW, float *ws,
+                      const byoc_epi *epi) {
+    const long HP = (OH - 1) * SH + (KH - 1) * DH + 1;
+    const long PL = OW + (KW - 1) * DW / SW + BYOC_NR, RS = SW * PL, K = C * KH * KW;
+    float *planes = ws;
+    long *off = (long *)(ws + (C * HP * RS + 15) / 16 * 16);
+    for (long c = 0, k = 0; c < C; c++)
+        for (long kh = 0; kh < KH; kh++)
+            for (long kw = 0; kw < KW; kw++, k++)
+                off[k] = (c * HP + kh * DH) * RS + kw * DW % SW * PL + kw * DW / SW;
+    for (long n = 0; n < N; n++) {
+        byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, SW, PL, PH, PW};
+        if (C * HP * RS >= BYOC_PAR_WORK) byoc_parallel(C, byoc_dc_fill, &p);
+        else byoc_dc_fill(&p, 0, C);
+        byoc_dc_job j = {planes, wp, bias, off, y + n * M * OH * OW, M, K, OH, OW, SH, RS,
+                         (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, epi};
+        if ((double)M * K * OH * OW >= (double)BYOC_PAR_WORK * 4) byoc_parallel(OH, byoc_dc_rows, &j);
+        else byoc_dc_rows(&j, 0, OH);
+    }
 }
 
 /* Winograd F(2x2, 3x3) for stride-1 3x3 convs (one group): each 2x2 output tile comes from
@@ -903,6 +1030,10 @@ void byoc_conv3x3_winograd(const float *x, const float *u, const float *bias, fl
                            long PW, const byoc_epi *epi);
 void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW, long KH,
                     long KW, long SH, long SW, long PH, long PW, long DH, long DW);
+void byoc_conv_direct(const float *x, const float *wp, const float *bias, float *y,
+                      long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                      long KW, long SH, long SW, long PH, long PW, long DH, long DW, float *ws,
+                      const byoc_epi *epi);
 void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW, long KH,
                     long KW, long SH, long SW, long PH, long PW, long PHE, long PWE,
                     int count_pad);
@@ -962,6 +1093,15 @@ def conv_scratch(dims: list[int], groups: int) -> int:
         return gemm
     hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
     return (cg * hp * wp + 2 * NR + 15) // 16 * 16 + gemm
+
+
+def direct_conv_scratch(dims: list[int]) -> int:
+    """Floats of scratch byoc_conv_direct needs: the input's phase planes, then one long per
+    tap (as it lays them out)."""
+    _, c, _, _, _, oh, ow, kh, kw, sh, sw, _, _, dh, dw = dims
+    hp = (oh - 1) * sh + (kh - 1) * dh + 1
+    rs = sw * (ow + (kw - 1) * dw // sw + NR)
+    return (c * hp * rs + 15) // 16 * 16 + 2 * c * kh * kw
 
 
 # Winograd F(2x2, 3x3): G, and the weights transformed (G g G^T per output and input channel).
