@@ -170,3 +170,54 @@ def test_the_table_cuts_op_types_after_whole_entries_never_a_backend_and_explain
     expected = [f"{n} {op}" if n > 1 else op for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]
     assert entries == expected[:len(entries)] and more == f"{len(ops) - len(entries)})", cell
     assert any(line.startswith("? sizes the types do not tell") for line in lines)
+
+
+def test_partition_takes_input_dims_and_shapes_and_sizes_them(tmp_path, capsys):
+    """`byoc partition` takes --input, --dim and --shape as run does: the sizes in the table
+    and the JSON are then those of the given shapes (no `*`, no `?`), a dim left open still
+    says so, and a shape the model refuses is one line, exit 2."""
+    import json
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from byoc.cli import main
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, "n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                               helper.make_node("Add", ["r", "r"], ["s"], name="add"),
+                               helper.make_node("Sqrt", ["s"], ["y"], name="sqrt")],
+                              "g", [x], [y])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+
+    def report(*extra):
+        assert main(["partition", str(model), "--backend", "reference", "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["regions"][0]
+
+    region = report()  # nothing given: unknown in, output counted with its dims as 1
+    assert region["bytes_in"] is None and region["bytes_symbolic"]
+    region = report("--shape", "x=2,3,5")
+    assert (region["bytes_in"], region["bytes_out"], region["bytes_symbolic"]) == (120, 120, [])
+    np.save(tmp_path / "x.npy", np.zeros((4, 3, 6), np.float32))
+    region = report("--input", f"x={tmp_path / 'x.npy'}")
+    assert (region["bytes_in"], region["bytes_out"], region["bytes_symbolic"]) == (288, 288, [])
+    region = report("--dim", "n=7")  # the unnamed batch dim stays unknown
+    assert region["bytes_in"] is None
+
+    assert main(["partition", "--backend", "reference", "--dim", "batch=8"]) == 0
+    table = capsys.readouterr().out
+    assert "96.0KB / 320B\n" in table and "counted as 1" not in table
+    assert main(["partition", "--backend", "reference"]) == 0
+    table = capsys.readouterr().out
+    assert "12.0KB / 40B*" in table and "(batch) counted as 1" in table
+
+    np.save(tmp_path / "bad.npy", np.zeros((4, 3), np.float32))
+    assert main(["partition", str(model), "--backend", "reference",
+                 "--input", f"x={tmp_path / 'bad.npy'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "the model wants shape (?, 3, n)" in err, err
+    assert main(["partition", str(model), "--backend", "reference", "--dim", "m=2"]) == 2
+    assert "no dim of that name" in capsys.readouterr().err

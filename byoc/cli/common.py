@@ -98,7 +98,18 @@ def load_model(args):
 def model_inputs(args, mod):
     """The inputs of a run: ``--input`` files, the rest made up from ``--seed``, ``--dim`` and
     ``--shape``; the names of those made up are left in ``args.made_up``."""
-    from ..inputs import parse_dims, parse_shapes, random_inputs, read_input_files
+    from ..inputs import random_inputs
+
+    given, dims, shapes = _given(args, mod)
+    inputs = random_inputs(mod.main, dims, seed=args.seed, given=given, shapes=shapes)
+    args.made_up = [n for n in inputs if n not in given]  # not those the model has defaults for
+    return inputs
+
+
+def _given(args, mod):
+    """What the command line says of the inputs: ``--input`` arrays, ``--dim`` values and
+    ``--shape`` shapes, each checked against the model."""
+    from ..inputs import parse_dims, parse_shapes, read_input_files
 
     names = [p.name for p in mod.main.params]
     given = read_input_files(args.input, names)
@@ -109,9 +120,40 @@ def model_inputs(args, mod):
             from ..errors import InputError
 
             raise InputError(f"input {name!r} is given with --input and --shape; which is meant?")
-    inputs = random_inputs(mod.main, dims, seed=args.seed, given=given, shapes=shapes)
-    args.made_up = [n for n in inputs if n not in given]  # not those the model has defaults for
-    return inputs
+    return given, dims, shapes
+
+
+def shaped_model(args, path: str, mod):
+    """The model imported again with the input shapes ``--input``, ``--dim`` and ``--shape``
+    fix (dims they leave open as the model has them), so its types have real sizes; None
+    when none is given. Nothing is made up and nothing runs."""
+    if not (args.input or args.dim or getattr(args, "shape", None)):
+        return None
+    import byoc
+
+    from ..errors import InputError
+    from ..ir import TensorType
+
+    given, dims, shapes = _given(args, mod)
+    declared = {p.name: p.type.shape for p in mod.main.params
+                if isinstance(p.type, TensorType) and p.type.shape is not None}
+    for name, array in given.items():  # an array fixes its shape, and the names in it
+        want, got = declared.get(name), array.shape
+        if want is None:
+            continue
+        if len(want) != len(got) or any(isinstance(w, int) and w != g for w, g in zip(want, got)):
+            raise InputError(f"--input {show(name)}: the model wants shape "
+                             f"({', '.join('?' if w is None else show(str(w)) for w in want)}), "
+                             f"the array has {got}")
+        for w, g in zip(want, got):
+            if isinstance(w, str) and dims.setdefault(w, g) != g:
+                raise InputError(f"--input {show(name)}: dim {show(w)!r} is {g}, but "
+                                 f"elsewhere it is {dims[w]}")
+    fixed = {**{n: tuple(a.shape) for n, a in given.items()}, **shapes}
+    for name, want in declared.items():
+        if name not in fixed:
+            fixed[name] = tuple(dims.get(d, d) if isinstance(d, str) else d for d in want)
+    return byoc.load_onnx(path, input_shapes=fixed)
 
 
 def made_up_note(args) -> str | None:
@@ -262,6 +304,14 @@ def plan_arg(p) -> None:
 
 
 def input_args(p) -> None:
+    shape_args(p)
+    p.add_argument("--seed", type=whole(0), default=0, help="seed of made-up inputs (default 0)")
+    p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
+    threads_arg(p)
+
+
+def shape_args(p) -> None:
+    """--input, --dim and --shape: the inputs of a run, or (partition) only their shapes."""
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy|FILE.npz",
                    help="an input from a .npy file; a .npz file holds several, by name "
                         "(NAME=FILE.npz: one); inputs not given are made up")
@@ -269,9 +319,6 @@ def input_args(p) -> None:
                    help="value of a named dim for made-up inputs (default 1)")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
                    help="the whole shape of a made-up input (for dims the model leaves unnamed)")
-    p.add_argument("--seed", type=whole(0), default=0, help="seed of made-up inputs (default 0)")
-    p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
-    threads_arg(p)
 
 
 def threads_arg(p) -> None:

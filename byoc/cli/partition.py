@@ -14,6 +14,8 @@ from .common import (
     read_paths,
     report_hint,
     save_model,
+    shape_args,
+    shaped_model,
 )
 
 
@@ -47,7 +49,7 @@ def cmd_partition(args) -> int:
         part = partition(mod, backends=backends, annotated=True)
     else:
         part = partition(mod, backends=backends)
-    report = partition_report(part)
+    report = partition_report(part, shaped_model(args, path, mod))
     if args.output:
         from ..frontends.onnx.exporter import module_to_onnx
 
@@ -64,6 +66,7 @@ def register(sub) -> None:
     p = sub.add_parser("partition", help="what runs where: regions per backend")
     model_arg(p, optional=True)
     p.add_argument("--backend", metavar="NAME[,NAME]", help="backends in priority order")
+    shape_args(p)
     plan_arg(p)
     p.add_argument("--explain", action="store_true", help="say why each host node stayed there")
     p.add_argument("--range", metavar="START:END", help="annotate a node range by hand")

@@ -15,7 +15,9 @@ nodes (an If, Loop or Scan counts as one host node of its parent) in main and in
 Bytes are what crosses a region's boundary per run (its arguments and results), from the types,
 a symbolic dim (batch) counted as 1 and named in ``bytes_symbolic`` (the table marks such sizes
 with ``*``); None where a dim is unknown (``?`` in the table, with a note saying why). Bound
-constants do not cross, so they do not count.
+constants do not cross, so they do not count. Given ``shaped`` (the model imported again with
+the shapes a run would have: ``load_onnx(..., input_shapes=...)``), sizes come from its types,
+value by ONNX name: the dims those shapes fix count at their real size.
 
 The table fits ``WIDTH`` columns: long names are shortened in the middle (a region keeps its
 backend and its hash), op types cut after a whole entry (``90 Mul, 57 Conv (+28)``); the JSON has
@@ -30,7 +32,16 @@ from collections.abc import Callable
 import numpy as np
 
 from ..analysis import host_calls, node_key, recorded, walk_functions
-from ..ir import Call, Function, GlobalVar, IRModule, TensorType, TupleType, post_order
+from ..ir import (
+    Call,
+    Function,
+    GlobalVar,
+    IRModule,
+    TensorType,
+    TupleType,
+    Type,
+    post_order,
+)
 from ..ir.printer import quote
 
 
@@ -41,8 +52,10 @@ def show(text: str) -> str:
     return text if text.isprintable() else quote(text)
 
 
-def partition_report(mod: IRModule) -> dict:
-    """The regions, host nodes and host reasons of a partitioned module (JSON-ready)."""
+def partition_report(mod: IRModule, shaped: IRModule | None = None) -> dict:
+    """The regions, host nodes and host reasons of a partitioned module (JSON-ready); sizes
+    from ``shaped``'s types where it has the value (see the module's docstring)."""
+    known = _value_types(shaped) if shaped is not None else {}
     regions = []
     host: list[str] = []
     counts = {"main": {"nodes": 0, "offloaded": 0}, "bodies": {"nodes": 0, "offloaded": 0}}
@@ -54,17 +67,19 @@ def partition_report(mod: IRModule) -> dict:
                 func = mod[e.op.name]
                 calls = _calls(func)
                 count["offloaded"] += len(calls)
+                outputs = list(func.attrs.get("output_names", []))
+                ins = [known.get(p.name, p.type) for p in func.params]
+                outs = _outputs(func.ret_type, outputs, known)
                 regions.append({
                     "name": e.op.name, "backend": func.attrs.get("Compiler"),
                     "scope": list(scope),
                     "nodes": [node_key(c) for c in calls],
                     "inputs": [p.name for p in func.params],
-                    "outputs": list(func.attrs.get("output_names", [])),
+                    "outputs": outputs,
                     "op_types": dict(Counter(c.op_name for c in calls)),
-                    "bytes_in": _total(p.type for p in func.params),
-                    "bytes_out": _total([func.ret_type]),
-                    "bytes_symbolic": _symbolic([*(p.type for p in func.params),
-                                                 func.ret_type]),
+                    "bytes_in": _total(ins),
+                    "bytes_out": _total(outs),
+                    "bytes_symbolic": _symbolic([*ins, *outs]),
                 })
         found = [node_key(c) for c in host_calls(order)]
         host.extend(found)
@@ -74,6 +89,30 @@ def partition_report(mod: IRModule) -> dict:
     reasons = recorded(mod)
     return {"regions": regions, "host_nodes": host,
             "reasons": {k: reasons[k] for k in host if k in reasons}, "offload": counts}
+
+
+def _value_types(mod: IRModule) -> dict[str, Type]:
+    """The type of every named value of a module (inputs and node outputs, bodies too)."""
+    types: dict[str, Type] = {}
+    for _, f in walk_functions(mod.main):
+        for p in f.params:
+            types.setdefault(p.name, p.type)
+        for e in post_order(f.body):
+            if not isinstance(e, Call) or e.span is None:
+                continue
+            fields = e.type.fields if isinstance(e.type, TupleType) else (e.type,)
+            for name, t in zip(e.span.outputs, fields):
+                if name:
+                    types.setdefault(name, t)
+    return types
+
+
+def _outputs(ret: Type, names: list[str], known: dict[str, Type]) -> list[Type]:
+    """A region's result types, each from ``known`` where it has that output."""
+    fields = list(ret.fields) if isinstance(ret, TupleType) else [ret]
+    if len(fields) != len(names):
+        return [ret]
+    return [known.get(n, t) for n, t in zip(names, fields)]
 
 
 def _calls(func: Function) -> list[Call]:

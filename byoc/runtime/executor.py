@@ -335,13 +335,7 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         if not isinstance(t, TensorType):  # sequences, optionals: passed through as they are
             args.append(value)
             continue
-        if not isinstance(value, np.ndarray):
-            try:
-                value = np.asarray(value)
-            except (ValueError, TypeError) as exc:  # a ragged list, objects numpy cannot hold
-                raise InputError(f"input {p.name!r} cannot be made into an array: "
-                                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                                 ) from None
+        value = _as_array(p.name, value, t)
         if not value.dtype.isnative:  # big-endian data: C and onnxruntime read native bytes
             value = value.astype(value.dtype.newbyteorder("="))
         if isinstance(t, TensorType):
@@ -366,6 +360,41 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
                         bound.setdefault(want, (got, p.name))
         args.append(value)
     return args
+
+
+def _as_array(name: str, value: Any, t: TensorType) -> np.ndarray:
+    """An input's value as an array; one no array of its type comes from (None, a dict, a
+    Python scalar, a string for numbers, a ragged list) refused in one line naming the input,
+    what it got, and what it wants."""
+    if isinstance(value, np.ndarray):
+        return value
+    wants = (f"it wants an array of {t.dtype or 'any dtype'}, shape "
+             f"{'any' if t.shape is None else _fmt(t.shape)}")
+    if value is None:
+        raise InputError(f"input {name!r} is None; {wants}")
+    if isinstance(value, np.generic):  # a numpy scalar has its dtype: a rank-0 array
+        return np.asarray(value)
+    kind = type(value).__name__
+    kind = f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+    numbers = t.dtype is not None and t.dtype != "object"
+    if isinstance(value, (bool, int, float, complex)):  # onnxruntime takes none either
+        hint = f" (np.array(value, dtype={t.dtype!r}))" if numbers and t.shape == () else ""
+        raise InputError(f"input {name!r} is a Python {type(value).__name__}; {wants}{hint}")
+    if isinstance(value, (str, bytes)) and numbers:
+        raise InputError(f"input {name!r} is a string; {wants}")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # a ragged list, objects numpy cannot hold
+        raise InputError(f"input {name!r} cannot be made into an array: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                         ) from None
+    if array.dtype == object and numbers:  # a dict, a set, a list of them: Python objects
+        raise InputError(f"input {name!r} is {kind}, which numpy holds only as a Python object; "
+                         f"{wants}")
+    if numbers and array.dtype.name != t.dtype:
+        raise InputError(f"input {name!r} is {kind} numpy reads as {array.dtype.name}; {wants} "
+                         f"(np.asarray(value, dtype={t.dtype!r}))")
+    return array
 
 
 def _fmt(shape) -> str:

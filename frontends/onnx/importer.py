@@ -17,6 +17,7 @@ import itertools
 import math
 import os
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -642,19 +643,25 @@ _UNKNOWN_INFO: tuple[Type, bool, str | None] = (UNKNOWN, False, None)
 
 
 def load_onnx(path_or_model: Any, *, upgrade: bool = True, infer_shapes: bool = True,
-              spans: bool = True) -> IRModule:
+              spans: bool = True, input_shapes: Mapping[str, tuple] | None = None) -> IRModule:
     """Import an ONNX model (a path, bytes or a ModelProto) into an IRModule.
 
     The model is upgraded to the canonical opset where onnx's version converter can, its local
     functions are inlined, and ONNX shape inference fills in the types. ``spans=False`` leaves
     spans out (only to measure what they cost: errors then name nodes less well).
+    ``input_shapes`` declares graph inputs' shapes first (a dim: an int, a name, or None for
+    unnamed), so the types inferred are those of these shapes.
     """
     with collector_paused():  # see collector_paused: a big model is many small objects
-        return _load(path_or_model, upgrade, infer_shapes, spans)
+        return _load(path_or_model, upgrade, infer_shapes, spans, input_shapes or {})
 
 
-def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) -> IRModule:
+def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool,
+          input_shapes: Mapping[str, tuple] | None = None) -> IRModule:
     model, base_dir = read_model(path_or_model)
+    if input_shapes:
+        model = _copy_if_needed(model, path_or_model)
+        _declare_shapes(model, input_shapes)
     # Serialized again even when read from bytes: protobuf writes each field one way, and the
     # test for external data counts on that (a file may spell a field in other ways, e.g. an
     # over-long varint). Shape inference then takes these bytes.
@@ -683,6 +690,23 @@ def _load(path_or_model: Any, upgrade: bool, infer_shapes: bool, spans: bool) ->
     mod = Importer(model, spans=spans, base_dir=base_dir).run()
     mod.attrs["declared_opsets"] = declared
     return mod
+
+
+def _declare_shapes(model: onnx.ModelProto, shapes: Mapping[str, tuple]) -> None:
+    """Give graph inputs these shapes (in place)."""
+    for value in model.graph.input:
+        shape = shapes.get(value.name)
+        if shape is None or not value.type.HasField("tensor_type"):
+            continue
+        tensor = value.type.tensor_type
+        tensor.ClearField("shape")
+        tensor.shape.SetInParent()
+        for d in shape:
+            dim = tensor.shape.dim.add()
+            if isinstance(d, str):
+                dim.dim_param = d
+            elif d is not None:
+                dim.dim_value = int(d)
 
 
 def _serialized(model: onnx.ModelProto) -> bytes | None:

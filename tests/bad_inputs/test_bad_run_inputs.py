@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -225,9 +226,48 @@ def test_the_api_refuses_bad_inputs_on_partitioned_builds(backend: str | None) -
                            ({"a": a, "b": a, "w": W}, "unknown input 'w'"),
                            ({"a": a, "b": a.astype(np.float16)}, "must be float32, got float16"),
                            ({"a": a, "b": a[:1]}, "dim 'n' is 2 in 'a'"),
-                           ({"a": [[1, 2, 3]], "b": a[:1]}, "must be float32, got int64")]:
-        with pytest.raises(InputError, match=needle.replace("(", r"\(")):
+                           ({"a": [[1, 2, 3]], "b": a[:1]},
+                            "input 'a' is a list numpy reads as int64; it wants an array of "
+                            "float32, shape (n, 3) (np.asarray(value, dtype='float32'))")]:
+        with pytest.raises(InputError, match=re.escape(needle)):
             exe.run(inputs)
+
+
+def test_odd_api_values_are_refused_in_one_line_naming_the_input() -> None:
+    """None, a Python scalar (onnxruntime's Python API refuses those too), a string for a
+    float input, a dict, an object: each an InputError naming the input, what it got and the
+    array it wants; a numpy scalar of the input's dtype is a rank-0 array and runs."""
+    nodes = [helper.make_node("Mul", ["a", "s"], ["y"], name="scale")]
+    model = make_model(nodes, [("a", FLOAT, ["n", 3]), ("s", FLOAT, [])], [("y", FLOAT, ["n", 3])])
+    exe = byoc.build(byoc.load_onnx(model))
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = exe.run({"a": a, "s": np.float32(1.5)})["y"]
+    want = run_onnxruntime(model, {"a": a, "s": np.array(1.5, np.float32)})["y"]
+    np.testing.assert_array_equal(got, want)
+    wants_a, wants_s = "it wants an array of float32, shape (n, 3)", \
+        "it wants an array of float32, shape ()"
+    for value, needle in [
+            (None, f"input 's' is None; {wants_s}"),
+            (1.5, f"input 's' is a Python float; {wants_s} (np.array(value, dtype='float32'))"),
+            (2, f"input 's' is a Python int; {wants_s}"),
+            (True, f"input 's' is a Python bool; {wants_s}"),
+            ("1.5", f"input 's' is a string; {wants_s}"),
+            (b"1.5", f"input 's' is a string; {wants_s}"),
+            ({"s": 1.5}, f"input 's' is a dict, which numpy holds only as a Python object; "
+                         f"{wants_s}"),
+            (object(), "input 's' is an object, which numpy holds only as a Python object"),
+            (np.float64(1.5), "input 's' must be float32, got float64")]:
+        with pytest.raises(InputError) as caught:
+            exe.run({"a": a, "s": value})
+        assert str(caught.value).startswith(needle), (value, str(caught.value))
+        assert "\n" not in str(caught.value)
+    for value, needle in [(None, f"input 'a' is None; {wants_a}"),
+                          ("abc", f"input 'a' is a string; {wants_a}"),
+                          ([["x", "y", "z"]], f"input 'a' is a list numpy reads as str32; "
+                                              f"{wants_a}")]:
+        with pytest.raises(InputError) as caught:
+            exe.run({"a": value, "s": np.float32(1)})
+        assert str(caught.value).startswith(needle), (value, str(caught.value))
 
 
 # -- NaN and Inf, op by op ------------------------------------------------------------------------
