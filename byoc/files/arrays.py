@@ -19,7 +19,7 @@ import numpy as np
 import numpy.lib.format as npy_format
 
 from ..errors import InputError
-from ..runtime.limits import too_big
+from ..runtime.limits import room, too_big
 from .reading import open_regular
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -79,6 +79,22 @@ def _read(f, size: int, where: str) -> np.ndarray:
         raise InputError(f"{where}: cannot be read ({exc})") from None
 
 
+def _check_total(archive: zipfile.ZipFile, names: list[str], members: list[zipfile.ZipInfo],
+                 where: str) -> None:
+    """Every member's header checked, and the bytes they declare together held to what byoc
+    may allocate, before any array is read: each may fit while all of them do not."""
+    total = 0
+    for name, member in zip(names, members):
+        with archive.open(member) as stream:
+            shape, _, dtype = _header(stream, member.file_size, f"{where} array {name!r}")
+        total += math.prod(shape) * dtype.itemsize
+    left = room()
+    if total > left:
+        raise InputError(f"{where}: its {len(members)} arrays would take {total:,} bytes "
+                         f"together, more than the {left:,} byoc may allocate "
+                         f"(BYOC_MAX_TENSOR_BYTES, the address-space limit, free memory)")
+
+
 def load_arrays(path: str | os.PathLike, what: str,
                 check_names: Callable[[list[str]], None] | None = None
                 ) -> dict[str | None, np.ndarray]:
@@ -103,6 +119,7 @@ def load_arrays(path: str | os.PathLike, what: str,
                     raise InputError(f"{where} holds one name twice")
                 if check_names is not None:
                     check_names(names)
+                _check_total(archive, names, members, where)
                 out: dict[str | None, np.ndarray] = {}
                 for name, member in zip(names, members):
                     with archive.open(member) as stream:

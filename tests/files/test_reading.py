@@ -173,6 +173,38 @@ def test_an_npz_member_is_checked_like_a_npy(tmp_path):
         load_arrays(tmp_path / "bad.npz", "--input bad.npz")
 
 
+def test_an_npz_whose_members_together_exceed_the_limit_is_refused_before_any_is_read(
+        tmp_path, monkeypatch, capsys):
+    """Three members of 4,000 bytes each fit a limit of 10,000 one by one, not together: the
+    total is checked from their headers before any array is read (a 1 KB compressed file)."""
+    import numpy.lib.format as npy_format
+
+    np.savez_compressed(tmp_path / "x.npz", a=np.zeros(1000, np.float32),
+                        b=np.zeros(1000, np.float32), c=np.zeros(1000, np.float32))
+    assert (tmp_path / "x.npz").stat().st_size < 2000
+    monkeypatch.setenv("BYOC_MAX_TENSOR_BYTES", "10000")
+    read = npy_format.read_array
+    monkeypatch.setattr(npy_format, "read_array", lambda *a, **k: pytest.fail("an array was read"))
+    with pytest.raises(InputError, match=r"its 3 arrays would take 12,000 bytes together, more "
+                                         r"than the [0-9,]+ byoc may allocate"):
+        load_arrays(tmp_path / "x.npz", "--input x.npz")
+    monkeypatch.setattr(npy_format, "read_array", read)
+    monkeypatch.setenv("BYOC_MAX_TENSOR_BYTES", "12000")  # the limit itself is allowed
+    assert sorted(load_arrays(tmp_path / "x.npz", "--input x.npz")) == ["a", "b", "c"]
+    monkeypatch.setenv("BYOC_MAX_TENSOR_BYTES", "10000")
+    from onnx import helper
+
+    from byoc.cli import main
+    from tests.conftest import FLOAT, make_model
+
+    model = make_model([helper.make_node("Sum", ["a", "b", "c"], ["y"], name="sum")],
+                       [(n, FLOAT, [1000]) for n in "abc"], [("y", FLOAT, [1000])])
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["run", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "12,000 bytes together" in err, err
+
+
 def test_npz_names_are_checked_before_any_array_is_read(tmp_path):
     np.savez(tmp_path / "x.npz", a=np.zeros(3), b=np.zeros(2))
     seen = []
