@@ -583,11 +583,13 @@ static void byoc_dc_rows(void *ctx, long r0, long r1) {
             long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
             const float *a = j->wp + pc * j->mpad + ic * kc;
             for (long oh = r0; oh < r1; oh++) {
+                /* a panel of MR channels along the whole row, then the next: MR output
+                   streams at a time (the row's taps stay in L1) */
                 const float *row = j->planes + oh * j->SH * j->RS;
-                for (long ow = 0; ow < OW; ow += BYOC_NR) {
-                    long n = OW - ow < BYOC_NR ? OW - ow : BYOC_NR;
-                    for (long ir = 0; ir < mc; ir += BYOC_MR) {
-                        long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                for (long ir = 0; ir < mc; ir += BYOC_MR) {
+                    long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                    for (long ow = 0; ow < OW; ow += BYOC_NR) {
+                        long n = OW - ow < BYOC_NR ? OW - ow : BYOC_NR;
                         byoc_ukernel(kc, a + ir * kc, row + ow, j->off + pc,
                                      j->y + (ic + ir) * ohw + oh * OW + ow, ohw, m, n, pc > 0);
                     }

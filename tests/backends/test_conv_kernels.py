@@ -44,12 +44,12 @@ CONVS = {
     "conv_stem_7x7_s2": ((1, 3, 37, 41), (16, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
     "conv_5x5": ((1, 8, 12, 11), (12, 8, 5, 5), {"pads": [2, 2, 2, 2]}),
     # read in place (few channels, rows of 48 outputs or more; a masked partial vector last)
-    "direct_stem_7x7_s2": ((1, 3, 20, 101), (10, 3, 7, 7), {"pads": [3, 3, 3, 3],
-                                                            "strides": [2, 2]}),
-    "direct_3x3": ((2, 5, 7, 53), (13, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
-    "direct_dilated": ((1, 4, 9, 60), (7, 4, 3, 3), {"pads": [2, 1, 0, 2], "strides": [2, 1],
+    "direct_stem_7x7_s2": ((1, 3, 20, 221), (10, 3, 7, 7), {"pads": [3, 3, 3, 3],
+                                                            "strides": [2, 2]}),  # 111 wide
+    "direct_3x3": ((2, 5, 7, 64), (13, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "direct_dilated": ((1, 4, 9, 63), (7, 4, 3, 3), {"pads": [2, 1, 0, 2], "strides": [2, 1],
                                                      "dilations": [2, 1]}),
-    "direct_1x1_s2": ((1, 8, 6, 100), (12, 8, 1, 1), {"strides": [1, 2]}),
+    "direct_1x1_s2": ((1, 8, 6, 127), (12, 8, 1, 1), {"strides": [1, 2]}),
     "conv_grouped": ((1, 8, 10, 9), (12, 4, 3, 3), {"pads": [0, 1, 1, 0], "group": 2}),
     "conv_dilated_s2": ((1, 5, 16, 15), (7, 5, 3, 3),
                         {"pads": [2, 2, 2, 2], "strides": [2, 1], "dilations": [2, 2]}),

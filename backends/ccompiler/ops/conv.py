@@ -43,15 +43,17 @@ def winograd(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
 def direct(w: Tensor, dims: list[int], groups: int) -> bool:
     """Whether a conv reads its taps from its input in place (``byoc_conv_direct``) rather than
     from packed im2col panels: one group, constant weights, all taps in one KC block (few input
-    channels, as a stem's 3), output rows of at least three NR-wide vectors (a row's last,
-    partial one is masked) and not a stride-1 1x1 conv (a plain GEMM already). Measured against
-    im2col at one thread: 7x7 stride-2 stem 0.82-0.89x, 3x3 on 3 or 16 channels 0.84-0.95x,
-    5x5 on 8 0.75x; rows of 28 outputs 1.10x, hence the width; 32 channels of 3x3 (two KC
-    blocks) 1.06x."""
+    channels, as a stem's 3), output rows of at least three NR-wide vectors that leave little of
+    their last one unused (a row's vectors do not reach into the next row, as im2col's do) and
+    not a stride-1 1x1 conv (a plain GEMM already). Measured at one thread in models of conv +
+    Relu + MaxPool, against im2col: 7x7 stride-2 stem 0.88-0.92x, 3x3 stride-2 on 3 channels
+    0.81-0.91x; rows of 55 outputs (64 computed) 0.98-1.12x and of 28 1.10x, hence the fill."""
     _, c, h, wd, _, oh, ow, kh, kw, sh, sw, ph, pw = dims[:13]
     pointwise = (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (oh, ow) == (h, wd)
+    nr = runtime_c.NR
+    filled = ow / (-(-ow // nr) * nr)
     return (groups == 1 and w.value is not None and c * kh * kw <= runtime_c.KC
-            and ow >= 3 * runtime_c.NR and not pointwise)
+            and ow >= 3 * nr and filled >= 0.9 and not pointwise)
 
 
 def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
