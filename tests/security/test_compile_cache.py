@@ -210,9 +210,17 @@ def _file_size_limit(limit: int):
 def test_a_compiler_killed_by_a_full_disk_is_a_clear_error(model, tmp_path) -> None:
     """Room for the C file but not for what the compiler writes (RLIMIT_FSIZE stands in for a
     full disk): one line naming the region and the compiler's complaint, no entry left."""
+    # The limit from a real build's files, so it stays between them as the generated C grows:
+    # room for the largest C file byoc writes, not for the library the compiler makes.
+    sizes = tmp_path / "sizes"
+    assert byoc("run", model, "--backend", "ccompiler", cache=sizes).returncode == 0
+    written = [p.stat().st_size for p in (sizes / "c").iterdir()]
+    c_files = max(p.stat().st_size for p in (sizes / "c").glob("*.c"))
+    limit = c_files + 1024
+    assert max(written) > limit, "the compiler's output would fit: the test tests nothing"
     cache = tmp_path / "cache"
     r = byoc("run", model, "--backend", "ccompiler", cache=cache,
-             preexec=_file_size_limit(40_000))
+             preexec=_file_size_limit(limit))
     assert_refused(r, "the C compiler failed on")
     assert entries(cache, ".so") == []
     assert not [p for p in (cache / "c").iterdir() if p.name.startswith(".build-")]
