@@ -959,6 +959,14 @@ static inline byoc_vf byoc_vfma(byoc_vf a, byoc_vf b, byoc_vf c) {
     return a * b + c;
 #endif
 }
+/* even and odd lanes of two vectors (a stride-2 row split into its phases) */
+#if defined(__AVX__)
+#define BYOC_W_EVEN ((byoc_vi){0, 2, 4, 6, 8, 10, 12, 14})
+#define BYOC_W_ODD ((byoc_vi){1, 3, 5, 7, 9, 11, 13, 15})
+#else
+#define BYOC_W_EVEN ((byoc_vi){0, 2, 4, 6})
+#define BYOC_W_ODD ((byoc_vi){1, 3, 5, 7})
+#endif
 static inline byoc_vf byoc_vsplat(float x) {
     byoc_vf v;
     for (int l = 0; l < BYOC_VW; l++) v[l] = x;

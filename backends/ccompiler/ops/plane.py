@@ -84,18 +84,34 @@ def emit_plane(ctx: Emit, channel: str, g: Plane, fill: str) -> str:
     with src.block(f"for (long ih = 0; ih < {copied}; ih++)"):
         src.line(f"float *restrict row = p + (ih + {g.ph}) * {width};")
         src.line(f"const float *restrict xr = {channel} + ih * {g.w};")
+        spans = []
         for q in range(g.sw):
             # phase q's element u is padded column q + sw * u, input column q + sw * u - pw
             lo = min(phase, max(0, -(-(g.pw - q) // g.sw)))
-            hi = max(lo, min(phase, (g.pw + g.w - 1 - q) // g.sw + 1))
+            spans.append((lo, max(lo, min(phase, (g.pw + g.w - 1 - q) // g.sw + 1))))
+        # stride 2: both phases of the elements u in [v0, v1) from pairs of vectors of input
+        # columns 2u - pw ..., split into even and odd lanes (the rest one float at a time)
+        v0, v1 = (max(spans[0][0], spans[1][0]), min(spans[0][1], spans[1][1])) \
+            if g.sw == 2 else (0, 0)
+        if v1 > v0:
+            ctx.need("window")
+            src.line(f"long v = {v0};")
+            with src.block(f"for (; v + BYOC_VW <= {v1}; v += BYOC_VW)"):
+                src.line(f"const byoc_vf *s = (const byoc_vf *)(xr + 2 * v - {g.pw});")
+                src.line("*(byoc_vf *)(row + v) = __builtin_shuffle(s[0], s[1], BYOC_W_EVEN);")
+                src.line(f"*(byoc_vf *)(row + {phase} + v) = "
+                         "__builtin_shuffle(s[0], s[1], BYOC_W_ODD);")
+        for q, (lo, hi) in enumerate(spans):
             at = q * phase
             if lo:
                 src.line(f"for (long u = {at}; u < {at + lo}; u++) row[u] = {fill};")
             if hi > lo and g.sw == 1:
                 src.line(f"memcpy(row + {at + lo}, xr + {lo - g.pw}, {4 * (hi - lo)});")
             elif hi > lo:
-                src.line(f"for (long u = {lo}; u < {hi}; u++) "
-                         f"row[{at} + u] = xr[{q - g.pw} + {g.sw} * u];")
+                ranges = [(lo, hi)] if v1 <= v0 else [(lo, v0), ("v", hi)]
+                for a, b in (r for r in ranges if r[0] != r[1]):
+                    src.line(f"for (long u = {a}; u < {b}; u++) "
+                             f"row[{at} + u] = xr[{q - g.pw} + {g.sw} * u];")
             if phase > hi:
                 src.line(f"for (long u = {at + hi}; u < {at + phase}; u++) row[u] = {fill};")
     return "p"
