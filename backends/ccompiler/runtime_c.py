@@ -160,17 +160,27 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
                          int accumulate) {
     byoc_vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     byoc_vf c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
-    for (long k = 0; k < kc; k++) {
-        const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
-        byoc_vf b0 = *(const byoc_vf *)b;
-        byoc_vf b1 = *(const byoc_vf *)(b + BYOC_VW);
-        const float *a = ap + k * BYOC_MR;
-        c00 += a[0] * b0; c01 += a[0] * b1;
-        c10 += a[1] * b0; c11 += a[1] * b1;
-        c20 += a[2] * b0; c21 += a[2] * b1;
-        c30 += a[3] * b0; c31 += a[3] * b1;
-        c40 += a[4] * b0; c41 += a[4] * b1;
-        c50 += a[5] * b0; c51 += a[5] * b1;
+    if (n <= BYOC_VW) {  /* a panel's last columns: half the multiply-adds */
+        for (long k = 0; k < kc; k++) {
+            const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
+            byoc_vf b0 = *(const byoc_vf *)b;
+            const float *a = ap + k * BYOC_MR;
+            c00 += a[0] * b0; c10 += a[1] * b0; c20 += a[2] * b0;
+            c30 += a[3] * b0; c40 += a[4] * b0; c50 += a[5] * b0;
+        }
+    } else {
+        for (long k = 0; k < kc; k++) {
+            const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
+            byoc_vf b0 = *(const byoc_vf *)b;
+            byoc_vf b1 = *(const byoc_vf *)(b + BYOC_VW);
+            const float *a = ap + k * BYOC_MR;
+            c00 += a[0] * b0; c01 += a[0] * b1;
+            c10 += a[1] * b0; c11 += a[1] * b1;
+            c20 += a[2] * b0; c21 += a[2] * b1;
+            c30 += a[3] * b0; c31 += a[3] * b1;
+            c40 += a[4] * b0; c41 += a[4] * b1;
+            c50 += a[5] * b0; c51 += a[5] * b1;
+        }
     }
     if (m == BYOC_MR && n == BYOC_NR) {  /* straight from the registers */
         byoc_vf *r0 = (byoc_vf *)c, *r1 = (byoc_vf *)(c + ldc), *r2 = (byoc_vf *)(c + 2 * ldc);
