@@ -32,16 +32,28 @@ def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median,
     """Median (or ``stat``) seconds of each fn, alternating calls; stops early past the time
     budget. ``clock=time.thread_time`` counts only this thread's CPU time: for one-thread runs
     on a loaded machine, where wall time also counts the waits for a core."""
+    return [stat(t) for t in interleaved_times(fns, repeat, budget_s, clock)]
+
+
+def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter,
+                      block: int = 1) -> list[list[float]]:
+    """Every timed call of each fn, in rounds. With ``block`` > 1 each fn runs once untimed,
+    then ``block`` timed calls, before the next fn: an engine whose threads spin on after a
+    run (onnxruntime's intra-op pool) then slows only the untimed call of the next one (native
+    at 2 threads took 72 ms right after an onnxruntime run, 49 ms alone, on resnet50)."""
     times: list[list[float]] = [[] for _ in fns]
     start = time.perf_counter()
     for k in range(repeat):
         for fn, acc in zip(fns, times):
-            t0 = clock()
-            fn()
-            acc.append(clock() - t0)
+            if block > 1:
+                fn()
+            for _ in range(block):
+                t0 = clock()
+                fn()
+                acc.append(clock() - t0)
         if k >= 2 and time.perf_counter() - start > budget_s:
             break
-    return [stat(t) for t in times]
+    return times
 
 
 def fastest(fns, repeat: int) -> list[float]:

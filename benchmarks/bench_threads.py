@@ -6,7 +6,9 @@ CNNs, detectors, OCR nets and transformers.
 
 For each model four callables run interleaved, round after round (native at 1 thread, native
 at N, onnxruntime at 1, onnxruntime at N; N = the physical cores by default), so drift on the
-machine hits all four alike; each time is the median over the rounds. Printed per model: the
+machine hits all four alike; each time is the median over the rounds. Within a round each
+runs once untimed, then ``--block`` timed calls: onnxruntime's intra-op threads spin on after
+a run, and a native run right after one at 2 threads waited for its second core. Printed per model: the
 ratio native / onnxruntime at 1 and at N threads, and each engine's speedup from 1 to N
 threads; then the medians. Targets (issue 19): median ratio <= 1.0 at both counts, no model
 above 1.3, a conv-heavy model 1.8x faster on 2 threads than on 1. On a loaded machine the
@@ -28,9 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 import byoc  # noqa: E402
+from benchmarks.bench_models import interleaved, interleaved_times  # noqa: E402
 from byoc.compare import onnxruntime_session  # noqa: E402
 from byoc.runtime.threads import physical_cores  # noqa: E402
-from benchmarks.bench_models import interleaved  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
 KINDS = {  # the slow suite's models the issue names, by kind
@@ -44,7 +46,7 @@ KINDS = {  # the slow suite's models the issue names, by kind
 
 
 def bench_model(entry, threads: int, repeat: int, budget_s: float, backend: str,
-                stat=statistics.median, cpu_one: bool = False) -> dict:
+                stat=statistics.median, cpu_one: bool = False, block: int = 3) -> dict:
     proto = entry.load()
     feeds = entry.make_inputs(np.random.default_rng(0))
     part = byoc.partition(byoc.load_onnx(proto), backends=[backend])
@@ -59,7 +61,8 @@ def bench_model(entry, threads: int, repeat: int, budget_s: float, backend: str,
         b1, o1 = interleaved([fns[0], fns[2]], repeat, budget_s, stat, time.thread_time)
         bn, on = interleaved([fns[1], fns[3]], repeat, budget_s, stat)
     else:
-        b1, bn, o1, on = interleaved(fns, repeat, budget_s, stat)
+        b1, bn, o1, on = (stat(t) for t in interleaved_times(fns, repeat, budget_s,
+                                                            block=block))
     return {"model": entry.name, "threads": threads, "byoc_1_ms": b1 * 1e3,
             "byoc_n_ms": bn * 1e3, "ort_1_ms": o1 * 1e3, "ort_n_ms": on * 1e3,
             "ratio_1": b1 / o1, "ratio_n": bn / on, "speedup_byoc": b1 / bn,
@@ -74,6 +77,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--budget", type=float, default=30.0, help="seconds per model at most")
     parser.add_argument("--only", help="comma-separated model names")
+    parser.add_argument("--block", type=int, default=3,
+                        help="timed calls in a row per engine, after one untimed call (1: "
+                             "strictly alternating; onnxruntime's spinning threads then slow "
+                             "native's next run at more than one thread)")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--cpu-one", action="store_true",
                         help="time the one-thread runs by this thread's CPU time (a loaded "
@@ -96,7 +103,7 @@ def main() -> int:
             continue
         try:
             rows.append(bench_model(zoo[name], args.threads, args.repeat, args.budget,
-                                    args.backend, stat, args.cpu_one))
+                                    args.backend, stat, args.cpu_one, args.block))
         except ModelUnavailable as exc:
             print(f"  skipped: {exc}", file=sys.stderr)
     n = args.threads
