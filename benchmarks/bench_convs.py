@@ -30,7 +30,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 import byoc  # noqa: E402
-from benchmarks.bench_models import interleaved  # noqa: E402
+from benchmarks.bench_models import STATS, add_stat_option, interleaved  # noqa: E402
 from byoc.compare import onnxruntime_session  # noqa: E402
 from tests.models.zoo import MODELS, light_models  # noqa: E402
 
@@ -141,10 +141,9 @@ def main() -> int:
     parser.add_argument("--clock", choices=["wall", "thread"], default="wall",
                         help="thread: this thread's CPU time (one thread each side; on a "
                              "loaded machine wall time counts the waits for a core too)")
-    parser.add_argument("--stat", choices=["median", "min"], default="median",
-                        help="per callable over the rounds (min: steadier on a loaded machine)")
+    add_stat_option(parser)
     args = parser.parse_args()
-    stat = {"median": statistics.median, "min": min}[args.stat]
+    stat = STATS[args.stat]
     clock = time.thread_time if args.clock == "thread" else time.perf_counter
     if args.clock == "thread" and args.threads != 1:
         parser.error("--clock thread measures one thread: use it with --threads 1")

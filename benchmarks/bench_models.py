@@ -26,6 +26,14 @@ import byoc  # noqa: E402
 from byoc.compare import onnxruntime_session  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
+STATS = {"median": statistics.median, "min": min}
+
+
+def add_stat_option(parser) -> None:
+    """``--stat``: what each callable's time over the rounds is (the benchmarks share it)."""
+    parser.add_argument("--stat", choices=list(STATS), default="median",
+                        help="per callable over the rounds (min: steadier on a loaded machine)")
+
 
 def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median,
                 clock=time.perf_counter) -> list[float]:
@@ -36,22 +44,27 @@ def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median,
 
 
 def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter,
-                      block: int = 1) -> list[list[float]]:
+                      block: int = 1, shuffle=None, min_rounds: int = 3) -> list[list[float]]:
     """Every timed call of each fn, in rounds. With ``block`` > 1 each fn runs once untimed,
     then ``block`` timed calls, before the next fn: an engine whose threads spin on after a
     run (onnxruntime's intra-op pool) then slows only the untimed call of the next one (native
-    at 2 threads took 72 ms right after an onnxruntime run, 49 ms alone, on resnet50)."""
+    at 2 threads took 72 ms right after an onnxruntime run, 49 ms alone, on resnet50).
+    ``shuffle`` (a seeded ``random.Random(...).shuffle``) orders each round anew, so no fn
+    always follows the same one."""
     times: list[list[float]] = [[] for _ in fns]
+    order = list(range(len(fns)))
     start = time.perf_counter()
     for k in range(repeat):
-        for fn, acc in zip(fns, times):
+        if shuffle is not None:
+            shuffle(order)
+        for i in order:
             if block > 1:
-                fn()
+                fns[i]()
             for _ in range(block):
                 t0 = clock()
-                fn()
-                acc.append(clock() - t0)
-        if k >= 2 and time.perf_counter() - start > budget_s:
+                fns[i]()
+                times[i].append(clock() - t0)
+        if k >= min_rounds - 1 and time.perf_counter() - start > budget_s:
             break
     return times
 

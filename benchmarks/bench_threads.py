@@ -30,7 +30,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 import byoc  # noqa: E402
-from benchmarks.bench_models import interleaved, interleaved_times  # noqa: E402
+from benchmarks.bench_models import (  # noqa: E402
+    STATS,
+    add_stat_option,
+    interleaved,
+    interleaved_times,
+)
 from byoc.compare import onnxruntime_session  # noqa: E402
 from byoc.runtime.threads import physical_cores  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
@@ -85,10 +90,9 @@ def main() -> int:
     parser.add_argument("--cpu-one", action="store_true",
                         help="time the one-thread runs by this thread's CPU time (a loaded "
                              "machine's waits for a core left out); all-core runs stay wall")
-    parser.add_argument("--stat", choices=["median", "min"], default="median",
-                        help="per callable over the rounds (min: steadier on a loaded machine)")
+    add_stat_option(parser)
     args = parser.parse_args()
-    stat = {"median": statistics.median, "min": min}[args.stat]
+    stat = STATS[args.stat]
     warnings.simplefilter("ignore")
     wanted = [name for names in KINDS.values() for name in names]
     if args.only:

@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 import byoc  # noqa: E402
+from benchmarks.bench_models import interleaved_times  # noqa: E402
 from byoc.compare import compare_output  # noqa: E402
 from byoc.tuning import MeasurementCache  # noqa: E402
 from byoc.tuning.digest import Digests  # noqa: E402
@@ -77,20 +78,10 @@ def interleaved(runners: dict, repeat: int, budget_s: float) -> dict[str, dict[s
     """Median and lower quartile of each runner, in rounds of shuffled order (seeded): a run
     right after another engine's finds the caches cold, so none may always follow the same
     one (in a fixed cycle, identical placements measured 0.33 and 0.44 ms on bert_tiny)."""
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    names = list(runners)
-    shuffle = random.Random(0).shuffle
-    start = time.perf_counter()
-    for k in range(repeat):
-        shuffle(names)
-        for name in names:
-            t0 = time.perf_counter()
-            runners[name]()
-            times[name].append(time.perf_counter() - t0)
-        if k >= 4 and time.perf_counter() - start > budget_s:
-            break
+    times = interleaved_times(list(runners.values()), repeat, budget_s,
+                              shuffle=random.Random(0).shuffle, min_rounds=5)
     return {k: {"median": statistics.median(v), "q1": sorted(v)[(len(v) - 1) // 4]}
-            for k, v in times.items()}
+            for k, v in zip(runners, times)}
 
 
 def bench_model(entry, backends: list[str], threads: int, args) -> dict | None:
