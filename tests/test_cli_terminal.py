@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 
 from tests.bad_inputs.test_bad_models import assert_refused, run_cli
 from tests.bad_inputs.test_bad_run_inputs import byoc_main
+from tests.signals import sigint_at_default
 
 ESC = "\x1b[2J\x1b[31m"  # clear the screen, then red
 
@@ -142,7 +143,7 @@ def _interrupt(cmd: list[str], after: float, ready: str = "", started=None, env=
     line ``ready`` (if given: imports take seconds on a loaded machine), or after
     ``started()`` turned true."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env)
+                         env=env, preexec_fn=sigint_at_default)
     first = p.stdout.readline() if ready else ""
     assert first == ready, (first, p.communicate())
     deadline = time.monotonic() + 60

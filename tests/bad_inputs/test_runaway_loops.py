@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 import byoc
 from byoc.errors import KernelError
 from tests.conftest import FLOAT, make_model
+from tests.signals import sigint_at_default
 
 ROW = 1 << 16  # floats a growing Loop scans out per iteration (256 KB)
 
@@ -114,7 +115,7 @@ def _interrupt(cmd: list[str], wait_for: str | None, delay: float = 1.0
     """Start ``cmd``, wait for its line ``wait_for`` (if any) and ``delay`` seconds, press
     Ctrl-C; its exit code, stdout and stderr."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=os.getcwd())
+                            cwd=os.getcwd(), preexec_fn=sigint_at_default)
     try:
         if wait_for is not None:
             assert proc.stdout.readline().strip() == wait_for
