@@ -53,7 +53,7 @@ SOURCE = API + r"""
 #define BYOC_MAX_WORKERS 255
 #define BYOC_CHUNKS_PER_THREAD 4
 #define BYOC_SPIN_NS 50000L
-#define BYOC_SCRATCH_SLOTS 2
+#define BYOC_SCRATCH_SLOTS 3
 
 static __thread int tls_threads = 1;
 static __thread int tls_in_task = 0;
@@ -61,7 +61,8 @@ static __thread int tls_in_task = 0;
 void byoc_pool_set_threads(int n) { tls_threads = n < 1 ? 1 : n; }
 static int pool_threads(void) { return tls_in_task ? 1 : tls_threads; }
 
-/* -- per-thread scratch: GEMM packing (slot 0) and generated tasks (slot 1) ---------------- */
+/* -- per-thread scratch: GEMM packing (slot 0), generated tasks (slot 1), a caller's buffers
+      its tasks share (slot 2) -- */
 typedef struct { void *p; long size; } byoc_slot;
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;

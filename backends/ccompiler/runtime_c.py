@@ -7,8 +7,10 @@ they inline into its loops. All of it is byoc's own C and takes no string from a
 
 The GEMM is the classic BLIS shape: B is packed into NR-wide panels (from a strided matrix, or
 from a zero-padded copy of a conv's input, which is im2col without its buffer), A into MR-tall
-panels with alpha folded in, and a 6 x 2*VW micro-kernel keeps its accumulators in vector
-registers (GCC vector extensions: AVX when compiled for it, SSE or NEON otherwise).
+panels with alpha folded in, and a 6 x 2*GW micro-kernel keeps its accumulators in vector
+registers (GCC vector extensions: AVX-512 or AVX when compiled for it, SSE or NEON otherwise).
+Only the GEMM takes AVX-512's 16 floats (GW); the other helpers stay at VW (8 on AVX), so
+their sums, and the narrow rows of small feature maps, are as on an AVX machine.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ import numpy as np
 
 from . import pool
 
-# Sizes the Python side needs to reserve scratch for packing (largest NR: AVX's 16).
-MR, NR, KC, MC, NC = 6, 16, 256, 72, 1024
+# Sizes the Python side needs to reserve scratch for packing (largest NR: AVX-512's 32).
+MR, NR, KC, MC, NC = 6, 32, 256, 72, 1024
+
+
+def machine_nr() -> int:
+    """The NR the GEMM is compiled with here (-march=native): 32 with AVX-512, else 16."""
+    from byoc.codegen.build_cache import native_flags_have
+
+    return 32 if native_flags_have("avx512f") else 16
 
 _PRELUDE = r"""
 #include <math.h>
@@ -111,8 +120,17 @@ static inline float byoc_erff(float x) {
 """
 
 _GEMM = r"""
+/* The GEMM's vector: AVX-512's 16 floats where the CPU has them (twice AVX's multiply-adds */
+/* per instruction; a product's element sums its K terms in the same order at any width). */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define BYOC_GW 16
+#else
+#define BYOC_GW BYOC_VW
+#endif
+typedef float byoc_gf __attribute__((vector_size(4 * BYOC_GW), aligned(4), may_alias));
 #define BYOC_MR 6
-#define BYOC_NR (2 * BYOC_VW)
+#define BYOC_NR (2 * BYOC_GW)
 #define BYOC_KC 256
 #define BYOC_MC 72
 #define BYOC_NC 1024
@@ -154,71 +172,79 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
 
 /* C[m x n] (+)= an MR-row panel of A times kc rows of NR floats of B: a packed panel (row k
    at bp + k * NR), or, with off, rows read in place at bp + off[k] (a direct conv's taps).
-   (GCC unswitches the loop on off: two loops, neither testing it.) */
+   MR x NV vectors of accumulators (GCC unrolls the constant loops and keeps them in
+   registers; it unswitches the k loop on off: two loops, neither testing it). */
+#define BYOC_NV (BYOC_NR / BYOC_GW)
 static void byoc_ukernel(long kc, const float *restrict ap, const float *restrict bp,
                          const long *restrict off, float *restrict c, long ldc, long m, long n,
                          int accumulate) {
-    byoc_vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
-    byoc_vf c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
-    if (n <= BYOC_VW) {  /* a panel's last columns: half the multiply-adds */
+    byoc_gf acc[BYOC_MR][BYOC_NV];
+#pragma GCC unroll 32
+    for (int i = 0; i < BYOC_MR; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < BYOC_NV; v++) acc[i][v] = (byoc_gf){0};
+    if (BYOC_NV > 1 && n <= BYOC_GW) {  /* a panel's last columns: one vector a row */
         for (long k = 0; k < kc; k++) {
             const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
-            byoc_vf b0 = *(const byoc_vf *)b;
+            const byoc_gf b0 = *(const byoc_gf *)b;
             const float *a = ap + k * BYOC_MR;
-            c00 += a[0] * b0; c10 += a[1] * b0; c20 += a[2] * b0;
-            c30 += a[3] * b0; c40 += a[4] * b0; c50 += a[5] * b0;
+#pragma GCC unroll 32
+            for (int i = 0; i < BYOC_MR; i++) acc[i][0] += a[i] * b0;
         }
     } else {
         for (long k = 0; k < kc; k++) {
             const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
-            byoc_vf b0 = *(const byoc_vf *)b;
-            byoc_vf b1 = *(const byoc_vf *)(b + BYOC_VW);
+            byoc_gf bv[BYOC_NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < BYOC_NV; v++) bv[v] = *(const byoc_gf *)(b + v * BYOC_GW);
             const float *a = ap + k * BYOC_MR;
-            c00 += a[0] * b0; c01 += a[0] * b1;
-            c10 += a[1] * b0; c11 += a[1] * b1;
-            c20 += a[2] * b0; c21 += a[2] * b1;
-            c30 += a[3] * b0; c31 += a[3] * b1;
-            c40 += a[4] * b0; c41 += a[4] * b1;
-            c50 += a[5] * b0; c51 += a[5] * b1;
+#pragma GCC unroll 32
+            for (int i = 0; i < BYOC_MR; i++)
+#pragma GCC unroll 4
+                for (int v = 0; v < BYOC_NV; v++) acc[i][v] += a[i] * bv[v];
         }
     }
     if (m == BYOC_MR && n == BYOC_NR) {  /* straight from the registers */
-        byoc_vf *r0 = (byoc_vf *)c, *r1 = (byoc_vf *)(c + ldc), *r2 = (byoc_vf *)(c + 2 * ldc);
-        byoc_vf *r3 = (byoc_vf *)(c + 3 * ldc), *r4 = (byoc_vf *)(c + 4 * ldc);
-        byoc_vf *r5 = (byoc_vf *)(c + 5 * ldc);
-        if (accumulate) {
-            c00 += r0[0]; c01 += r0[1]; c10 += r1[0]; c11 += r1[1]; c20 += r2[0]; c21 += r2[1];
-            c30 += r3[0]; c31 += r3[1]; c40 += r4[0]; c41 += r4[1]; c50 += r5[0]; c51 += r5[1];
-        }
-        r0[0] = c00; r0[1] = c01; r1[0] = c10; r1[1] = c11; r2[0] = c20; r2[1] = c21;
-        r3[0] = c30; r3[1] = c31; r4[0] = c40; r4[1] = c41; r5[0] = c50; r5[1] = c51;
+#pragma GCC unroll 32
+        for (int i = 0; i < BYOC_MR; i++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BYOC_NV; v++) {
+                byoc_gf *r = (byoc_gf *)(c + i * ldc + v * BYOC_GW);
+                if (accumulate) *r += acc[i][v];
+                else *r = acc[i][v];
+            }
         return;
     }
-    float acc[BYOC_MR][BYOC_NR];
-    *(byoc_vf *)&acc[0][0] = c00; *(byoc_vf *)&acc[0][BYOC_VW] = c01;
-    *(byoc_vf *)&acc[1][0] = c10; *(byoc_vf *)&acc[1][BYOC_VW] = c11;
-    *(byoc_vf *)&acc[2][0] = c20; *(byoc_vf *)&acc[2][BYOC_VW] = c21;
-    *(byoc_vf *)&acc[3][0] = c30; *(byoc_vf *)&acc[3][BYOC_VW] = c31;
-    *(byoc_vf *)&acc[4][0] = c40; *(byoc_vf *)&acc[4][BYOC_VW] = c41;
-    *(byoc_vf *)&acc[5][0] = c50; *(byoc_vf *)&acc[5][BYOC_VW] = c51;
-#if defined(__AVX__) && BYOC_VW == 8
+#if defined(__AVX512F__)
     /* the n columns of each row through masked loads and stores (no access past them) */
-    const byoc_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    const byoc_vi m0 = lane < (byoc_vi){0} + (int)n, m1 = lane + 8 < (byoc_vi){0} + (int)n;
-    for (long i = 0; i < m; i++) {
-        float *ci = c + i * ldc;
-        byoc_vf v0 = *(const byoc_vf *)&acc[i][0], v1 = *(const byoc_vf *)&acc[i][BYOC_VW];
-        if (accumulate) {
-            v0 += __builtin_ia32_maskloadps256((const byoc_v8 *)ci, m0);
-            v1 += __builtin_ia32_maskloadps256((const byoc_v8 *)(ci + 8), m1);
-        }
-        __builtin_ia32_maskstoreps256((byoc_v8 *)ci, m0, v0);
-        __builtin_ia32_maskstoreps256((byoc_v8 *)(ci + 8), m1, v1);
+    __mmask16 mask[BYOC_NV];
+    for (int v = 0; v < BYOC_NV; v++) {
+        long lanes = n - v * 16;
+        mask[v] = lanes >= 16 ? 0xFFFF : lanes > 0 ? (__mmask16)((1u << lanes) - 1) : 0;
     }
+    for (long i = 0; i < m; i++)
+        for (int v = 0; v < BYOC_NV; v++) {
+            float *ci = c + i * ldc + v * 16;
+            __m512 x = (__m512)acc[i][v];
+            if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], ci));
+            _mm512_mask_storeu_ps(ci, mask[v], x);
+        }
+#elif defined(__AVX__) && BYOC_GW == 8
+    const byoc_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (long i = 0; i < m; i++)
+        for (int v = 0; v < BYOC_NV; v++) {
+            const byoc_vi mv = lane + v * 8 < (byoc_vi){0} + (int)n;
+            float *ci = c + i * ldc + v * 8;
+            byoc_vf x = acc[i][v];
+            if (accumulate) x += __builtin_ia32_maskloadps256((const byoc_v8 *)ci, mv);
+            __builtin_ia32_maskstoreps256((byoc_v8 *)ci, mv, x);
+        }
 #else
     for (long i = 0; i < m; i++)
-        for (long j = 0; j < n; j++)
-            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+        for (long j = 0; j < n; j++) {
+            const float x = acc[i][j / BYOC_GW][j % BYOC_GW];
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + x : x;
+        }
 #endif
 }
 
@@ -248,6 +274,10 @@ typedef struct {
     long ldc;
     int accumulate, by_rows;
     const byoc_epi *epi;
+    /* B packed once for all tasks (a row cut), or 0: block (pc / KC, jc / NC) at
+       bshared + (pc / KC * njc + jc / NC) * bstride */
+    float *bshared;
+    long njc, bstride;
 } byoc_gemm_job;
 
 static long byoc_gemm_scratch(long n, long k) {  /* floats; as gemm_scratch in runtime_c.py */
@@ -268,7 +298,10 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
         long nc = j1 - jc < BYOC_NC ? j1 - jc : BYOC_NC;
         for (long pc = 0; pc < K; pc += BYOC_KC) {
             long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
-            g->pack(g->bsrc, pc, kc, jc, nc, bp);
+            if (g->bshared)
+                bp = g->bshared + (pc / BYOC_KC * g->njc + jc / BYOC_NC) * g->bstride;
+            else
+                g->pack(g->bsrc, pc, kc, jc, nc, bp);
             for (long ic = i0; ic < i1; ic += BYOC_MC) {
                 long mc = i1 - ic < BYOC_MC ? i1 - ic : BYOC_MC;
                 const float *a = g->apacked ? g->apacked + pc * mpad + ic * kc : ap;
@@ -291,6 +324,18 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                 }
             }
         }
+    }
+}
+
+/* A task of the shared packing: blocks lo..hi of B, each (KC rows, NC columns) whole, so that
+   a packer's writes past a block's last panel land in its own slack. */
+static void byoc_gemm_pack_task(void *ctx, long lo, long hi) {
+    const byoc_gemm_job *g = (const byoc_gemm_job *)ctx;
+    for (long t = lo; t < hi; t++) {
+        long pc = t / g->njc * BYOC_KC, jc = t % g->njc * BYOC_NC;
+        long kc = g->K - pc < BYOC_KC ? g->K - pc : BYOC_KC;
+        long nc = g->N - jc < BYOC_NC ? g->N - jc : BYOC_NC;
+        g->pack(g->bsrc, pc, kc, jc, nc, g->bshared + t * g->bstride);
     }
 }
 
@@ -324,11 +369,24 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
         if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
-    byoc_gemm_job g = {M, N, K, alpha, A, apacked, pack, bsrc, C, ldc, accumulate, 0, epi};
+    byoc_gemm_job g = {M, N, K, alpha, A, apacked, pack, bsrc, C, ldc, accumulate, 0, epi,
+                       0, 0, 0};
     int threads = byoc_threads();
     if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
         long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
-        g.by_rows = col_panels < 2L * threads && row_panels > col_panels;
+        /* each task of a column cut reads all of A, each of a row cut packs all of B: cut the
+           longer side (a late conv layer's 2048 channels x 49 positions read its 4 MB of
+           weights once per column task, slower on 2 threads than on 1) */
+        g.by_rows = col_panels < 2L * threads ? row_panels > col_panels
+                                              : row_panels >= 2L * threads && M > N;
+        if (g.by_rows) {  /* B packed once, shared (the caller's slot 2), not once per task */
+            long kc = K < BYOC_KC ? K : BYOC_KC, nc = N < BYOC_NC ? N : BYOC_NC;
+            g.njc = (N + BYOC_NC - 1) / BYOC_NC;
+            g.bstride = (kc * ((nc + BYOC_NR - 1) / BYOC_NR * BYOC_NR) + BYOC_NR + 15) / 16 * 16;
+            long blocks = (K + BYOC_KC - 1) / BYOC_KC * g.njc;
+            g.bshared = (float *)byoc_rt->scratch(2, 4 * blocks * g.bstride);
+            byoc_parallel(blocks, byoc_gemm_pack_task, &g);
+        }
         byoc_parallel(g.by_rows ? row_panels : col_panels, byoc_gemm_task, &g);
         return;
     }
@@ -471,12 +529,13 @@ static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long 
                 const float *s = xr + seg_at[g];
                 float *dl = d + seg_lane[g];
                 if (sw == 1) {
-                    *(byoc_vf *)dl = *(const byoc_vf *)s;
-                    *(byoc_vf *)(dl + BYOC_VW) = *(const byoc_vf *)(s + BYOC_VW);
-                } else if (sw == 2) { /* the even lanes of two vectors, twice */
+                    for (int q = 0; q < BYOC_NR; q += BYOC_VW)
+                        *(byoc_vf *)(dl + q) = *(const byoc_vf *)(s + q);
+                } else if (sw == 2) { /* the even lanes of two vectors, for each vector */
                     const byoc_vf *sv = (const byoc_vf *)s;
-                    *(byoc_vf *)dl = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
-                    *(byoc_vf *)(dl + BYOC_VW) = __builtin_shuffle(sv[2], sv[3], BYOC_EVEN);
+                    for (int q = 0; q < BYOC_NR / BYOC_VW; q++)
+                        *(byoc_vf *)(dl + q * BYOC_VW) =
+                            __builtin_shuffle(sv[2 * q], sv[2 * q + 1], BYOC_EVEN);
                 } else {
                     for (long l = 0; l < seg_lane[g + 1] - seg_lane[g]; l++) dl[l] = s[l * sw];
                 }
@@ -703,9 +762,9 @@ static void byoc_wg_plane(const byoc_wg_job *j, const float *xc, long r0, long n
 
 /* B^T d B of every tile of the block, channel by channel, into v[e][c][tile] (e = a*4+b). */
 static void byoc_wg_input(const byoc_wg_job *j, const float *x, long r0, long nr, float *v,
-                          float *pl) {
+                          float *pl, long c0, long c1) {
     const long C = j->C, TW = j->TW, WQ = j->WQ, nt = nr * TW, stride = C * nt;
-    for (long c = 0; c < C; c++) {
+    for (long c = c0; c < c1; c++) {
         byoc_wg_plane(j, x + c * j->H * j->W, r0, nr, pl);
         for (long tr = 0; tr < nr; tr++)
             for (long tc0 = 0; tc0 < TW; tc0 += BYOC_VW) {
@@ -737,9 +796,10 @@ static void byoc_wg_input(const byoc_wg_job *j, const float *x, long r0, long nr
 
 /* A^T q A of every tile, plus the bias, into the block's output rows. mo: [e][m][tile], with
    BYOC_VW floats of slack (a narrow tile row's vector reads past it). */
-static void byoc_wg_output(const byoc_wg_job *j, float *y, long r0, long nr, const float *mo) {
+static void byoc_wg_output(const byoc_wg_job *j, float *y, long r0, long nr, const float *mo,
+                           long m0, long m1) {
     const long M = j->M, OH = j->OH, OW = j->OW, TW = j->TW, nt = nr * TW, stride = M * nt;
-    for (long m = 0; m < M; m++) {
+    for (long m = m0; m < m1; m++) {
         const byoc_vf b0 = (byoc_vf){0} + (j->bias ? j->bias[m] : 0.0f);
         float *ym = y + m * OH * OW;
         for (long tr = 0; tr < nr; tr++)
@@ -770,33 +830,99 @@ static void byoc_wg_output(const byoc_wg_job *j, float *y, long r0, long nr, con
     }
 }
 
+/* Scratch floats of a block's transformed inputs v and GEMM outputs mo. */
+static long byoc_wg_vsize(const byoc_wg_job *j) {
+    return (16 * j->C * j->rows * j->TW + 15) / 16 * 16;
+}
+static long byoc_wg_msize(const byoc_wg_job *j) {
+    return (16 * j->M * j->rows * j->TW + BYOC_VW + 15) / 16 * 16;
+}
+static long byoc_wg_psize(const byoc_wg_job *j) {
+    return ((2 * j->rows + 2) * 2 * j->WQ + 15) / 16 * 16;
+}
+
+/* The block k: where its rows start, how many, its image. */
+static long byoc_wg_block(const byoc_wg_job *j, long k, long *r0, const float **x, float **y) {
+    long n = k / j->blocks;
+    *r0 = k % j->blocks * j->rows;
+    *x = j->x + n * j->C * j->H * j->W;
+    *y = j->y + n * j->M * j->OH * j->OW;
+    return (*r0 + j->rows < j->TH ? *r0 + j->rows : j->TH) - *r0;
+}
+
+/* The block's 16 GEMMs e = lo..hi: mo[e] = u[e] v[e]. */
+static void byoc_wg_gemms(const byoc_wg_job *j, long nt, const float *v, float *mo, long lo,
+                          long hi, float *gws) {
+    const long C = j->C, M = j->M, mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
+    for (long e = lo; e < hi; e++) {
+        byoc_mat b = {v + e * C * nt, nt, 1};
+        byoc_gemm(M, nt, C, 1.0f, 0, j->u + e * mpad * C, byoc_pack_b_mat, &b,
+                  mo + e * M * nt, nt, 0, gws, 0);
+    }
+}
+
+/* The bias is in; the region's epilogue on output channels m0..m1 of the block's rows. */
+static void byoc_wg_epilogue(const byoc_wg_job *j, float *y, long r0, long nr, long m0, long m1) {
+    if (!j->epi) return;
+    long p0 = 2 * r0 * j->OW, p1 = (2 * (r0 + nr) < j->OH ? 2 * (r0 + nr) : j->OH) * j->OW;
+    j->epi->fn(y + m0 * j->OH * j->OW + p0, j->OH * j->OW, m0, m1 - m0, p1 - p0, j->epi->ctx);
+}
+
+/* Whole blocks lo..hi, one task each (many blocks: each thread its own). */
 static void byoc_wg_blocks(void *ctx, long lo, long hi) {
     const byoc_wg_job *j = (const byoc_wg_job *)ctx;
-    const long C = j->C, M = j->M, cap = j->rows * j->TW;
-    const long vsize = (16 * C * cap + 15) / 16 * 16;
-    const long msize = (16 * M * cap + BYOC_VW + 15) / 16 * 16;
-    const long psize = ((2 * j->rows + 2) * 2 * j->WQ + 15) / 16 * 16;
-    const long mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
+    const long vsize = byoc_wg_vsize(j), msize = byoc_wg_msize(j), psize = byoc_wg_psize(j);
     float *v = (float *)byoc_rt->scratch(1, 4 * (vsize + msize + psize
-                                                 + byoc_gemm_scratch(cap, C)));
+                                                 + byoc_gemm_scratch(j->rows * j->TW, j->C)));
     float *mo = v + vsize, *pl = mo + msize, *gws = pl + psize;
     for (long k = lo; k < hi; k++) {
-        long n = k / j->blocks, r0 = k % j->blocks * j->rows;
-        long r1 = r0 + j->rows < j->TH ? r0 + j->rows : j->TH;
-        long nr = r1 - r0, nt = nr * j->TW;
-        const float *x = j->x + n * C * j->H * j->W;
-        float *y = j->y + n * M * j->OH * j->OW;
-        byoc_wg_input(j, x, r0, nr, v, pl);
-        for (int e = 0; e < 16; e++) {
-            byoc_mat b = {v + e * C * nt, nt, 1};
-            byoc_gemm(M, nt, C, 1.0f, 0, j->u + e * mpad * C, byoc_pack_b_mat, &b,
-                      mo + e * M * nt, nt, 0, gws, 0);
-        }
-        byoc_wg_output(j, y, r0, nr, mo);
-        if (j->epi) {  /* the block's output rows, whole */
-            long p0 = 2 * r0 * j->OW, p1 = (2 * r1 < j->OH ? 2 * r1 : j->OH) * j->OW;
-            j->epi->fn(y + p0, j->OH * j->OW, 0, M, p1 - p0, j->epi->ctx);
-        }
+        long r0;
+        const float *x;
+        float *y;
+        long nr = byoc_wg_block(j, k, &r0, &x, &y), nt = nr * j->TW;
+        byoc_wg_input(j, x, r0, nr, v, pl, 0, j->C);
+        byoc_wg_gemms(j, nt, v, mo, 0, 16, gws);
+        byoc_wg_output(j, y, r0, nr, mo, 0, j->M);
+        byoc_wg_epilogue(j, y, r0, nr, 0, j->M);
+    }
+}
+
+/* Few blocks (a late layer's small map): one block at a time, each of its three steps cut
+   among the threads (channels, the 16 GEMMs, output channels). Each value is computed as in
+   byoc_wg_blocks, so the same bits. */
+typedef struct {
+    const byoc_wg_job *j;
+    const float *x;
+    float *y, *v, *mo;
+    long r0, nr;
+} byoc_wg_step;
+
+static void byoc_wg_input_task(void *ctx, long c0, long c1) {
+    const byoc_wg_step *s = (const byoc_wg_step *)ctx;
+    float *pl = (float *)byoc_rt->scratch(1, 4 * byoc_wg_psize(s->j));
+    byoc_wg_input(s->j, s->x, s->r0, s->nr, s->v, pl, c0, c1);
+}
+static void byoc_wg_gemm_task(void *ctx, long lo, long hi) {
+    const byoc_wg_step *s = (const byoc_wg_step *)ctx;
+    long nt = s->nr * s->j->TW;
+    float *gws = (float *)byoc_rt->scratch(1, 4 * byoc_gemm_scratch(nt, s->j->C));
+    byoc_wg_gemms(s->j, nt, s->v, s->mo, lo, hi, gws);
+}
+static void byoc_wg_output_task(void *ctx, long m0, long m1) {
+    const byoc_wg_step *s = (const byoc_wg_step *)ctx;
+    byoc_wg_output(s->j, s->y, s->r0, s->nr, s->mo, m0, m1);
+    byoc_wg_epilogue(s->j, s->y, s->r0, s->nr, m0, m1);
+}
+
+static void byoc_wg_stepwise(const byoc_wg_job *j, long nblocks) {
+    const long vsize = byoc_wg_vsize(j);
+    float *v = (float *)byoc_rt->scratch(2, 4 * (vsize + byoc_wg_msize(j)));
+    for (long k = 0; k < nblocks; k++) {
+        byoc_wg_step s = {j, 0, 0, v, v + vsize, 0, 0};
+        s.nr = byoc_wg_block(j, k, &s.r0, &s.x, &s.y);
+        byoc_parallel(j->C, byoc_wg_input_task, &s);
+        byoc_parallel(16, byoc_wg_gemm_task, &s);
+        byoc_parallel(j->M, byoc_wg_output_task, &s);
     }
 }
 
@@ -816,7 +942,9 @@ void byoc_conv3x3_winograd(const float *x, const float *u, const float *bias, fl
     long WQ = (TW > BYOC_VW ? TW : BYOC_VW) + 1;
     byoc_wg_job j = {x, u, bias, y, N, C, H, W, M, OH, OW, PH, PW, TW, TH, rows,
                      (TH + rows - 1) / rows, WQ, epi};
-    byoc_parallel(N * j.blocks, byoc_wg_blocks, &j);
+    long nblocks = N * j.blocks;
+    if (byoc_threads() > 1 && nblocks < 4L * byoc_threads()) byoc_wg_stepwise(&j, nblocks);
+    else byoc_parallel(nblocks, byoc_wg_blocks, &j);
 }
 
 /* col2im of one image and group: output channels lo..hi, each from its own columns. */

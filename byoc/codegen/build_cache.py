@@ -220,6 +220,14 @@ def _cpu_id() -> str:
         return f"{platform.machine()} {platform.processor()}"
 
 
+def native_flags_have(flag: str) -> bool:
+    """Whether code compiled here targets a CPU feature (``avx512f``): -march=native is used
+    and the CPU lists it."""
+    words = {w for ln in _cpu_id().splitlines() if ln.split(":")[0].strip() in ("flags", "Features")
+             for w in ln.split(":", 1)[-1].split()}
+    return flag in words and "-march=native" in toolchain()[2]
+
+
 def _probe_flags(cc: list[str]) -> tuple[str, ...]:
     """COMMON_FLAGS, without -march=native if this compiler refuses it."""
     with tempfile.TemporaryDirectory(prefix="byoc-probe-") as tmp:

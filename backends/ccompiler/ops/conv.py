@@ -50,7 +50,7 @@ def direct(w: Tensor, dims: list[int], groups: int) -> bool:
     0.81-0.91x; rows of 55 outputs (64 computed) 0.98-1.12x and of 28 1.10x, hence the fill."""
     _, c, h, wd, _, oh, ow, kh, kw, sh, sw, ph, pw = dims[:13]
     pointwise = (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (oh, ow) == (h, wd)
-    nr = runtime_c.NR
+    nr = runtime_c.machine_nr()
     filled = ow / (-(-ow // nr) * nr)
     return (groups == 1 and w.value is not None and c * kh * kw <= runtime_c.KC
             and ow >= 3 * nr and filled >= 0.9 and not pointwise)
