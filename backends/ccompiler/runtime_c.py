@@ -560,39 +560,72 @@ static void byoc_conv_bias(float *c, long ldc, long row, long m, long n, const v
     if (e->next) e->next->fn(c, ldc, row, m, n, e->next->ctx);
 }
 
+typedef struct {
+    const float *x, *w, *wp, *bias;
+    float *y;
+    long C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G, HP, WP;
+    int pointwise;
+    const byoc_epi *epi;
+} byoc_conv_job;
+
+/* Floats a group's conv needs: its padded input (unless pointwise), then the GEMM's scratch. */
+static long byoc_conv_pad_floats(const byoc_conv_job *j) {
+    return j->pointwise ? 0 : (j->C / j->G * j->HP * j->WP + BYOC_PAD_SLACK + 15) / 16 * 16;
+}
+
+/* Image n, group g: y's channels of the group = w's rows of it times the group's im2col. */
+static void byoc_conv_group(const byoc_conv_job *j, long n, long g, float *ws) {
+    const long cg = j->C / j->G, mg = j->M / j->G, kdim = cg * j->KH * j->KW;
+    const long ohw = j->OH * j->OW, mgpad = (mg + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
+    float *yg = j->y + (n * j->M + g * mg) * ohw;
+    byoc_conv_epi ce = {j->bias ? j->bias + g * mg : 0, j->epi};
+    byoc_epi with_bias = {byoc_conv_bias, &ce};
+    const byoc_epi *e = j->bias ? &with_bias : j->epi;
+    byoc_mat a = {j->w + g * mg * kdim, kdim, 1};
+    const float *ag = j->wp ? j->wp + g * mgpad * kdim : 0;
+    const float *xg = j->x + (n * j->C + g * cg) * j->H * j->W;
+    if (j->pointwise) {
+        byoc_mat b = {xg, j->H * j->W, 1};
+        byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, e);
+    } else {
+        float *xp = ws;  /* a padded copy of the group, made once, spares the packer its checks */
+        byoc_pad_input(xg, cg, j->H, j->W, j->PH, j->PW, j->HP, j->WP, xp);
+        byoc_padded b = {xp, j->HP, j->WP, j->KH, j->KW, j->SH, j->SW, j->DH, j->DW, j->OW};
+        byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_padded, &b, yg, ohw, 0,
+                  ws + byoc_conv_pad_floats(j), e);
+    }
+}
+
+/* (image, group) pairs lo..hi, each on one thread with its own scratch. */
+static void byoc_conv_groups(void *ctx, long lo, long hi) {
+    const byoc_conv_job *j = (const byoc_conv_job *)ctx;
+    float *ws = (float *)byoc_rt->scratch(
+        1, 4 * (byoc_conv_pad_floats(j)
+                + byoc_gemm_scratch(j->OH * j->OW, j->C / j->G * j->KH * j->KW)));
+    for (long u = lo; u < hi; u++) byoc_conv_group(j, u / j->G, u % j->G, ws);
+}
+
 /* y = conv(x, w) + bias over NCHW; groups G. wp: each group's weights packed (pack_a in
    runtime_c.py), or 0. ws: conv_scratch floats (the padded input, then byoc_gemm's scratch).
-   epi (or 0): the region's epilogue. */
+   epi (or 0): the region's epilogue. Several images or groups on several threads: a pair each
+   (a grouped 1x1 conv's GEMMs are too small to cut, and one call each cost more than it ran);
+   otherwise one pair after the other, each GEMM cut among the threads. */
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
                  long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
                  const byoc_epi *epi) {
-    long cg = C / G, mg = M / G, kdim = cg * KH * KW, ohw = OH * OW;
-    int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
-                    && OH == H && OW == W;
-    long mgpad = (mg + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
-    /* a padded copy of each image's group, made once, spares the packer its bounds checks */
-    long HP = (OH - 1) * SH + (KH - 1) * DH + 1, WP = (OW - 1) * SW + (KW - 1) * DW + 1;
-    float *xp = ws;
-    if (!pointwise) ws += (cg * HP * WP + BYOC_PAD_SLACK + 15) / 16 * 16;
+    byoc_conv_job j = {x, w, wp, bias, y, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G,
+                       (OH - 1) * SH + (KH - 1) * DH + 1, (OW - 1) * SW + (KW - 1) * DW + 1,
+                       KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
+                       && OH == H && OW == W, epi};
+    int threads = byoc_threads();
+    if (threads > 1 && N * G >= 2L * threads
+        && (double)M * OH * OW * (C / G) * KH * KW >= (double)BYOC_PAR_WORK * 4) {
+        byoc_parallel(N * G, byoc_conv_groups, &j);
+        return;
+    }
     for (long n = 0; n < N; n++)
-        for (long g = 0; g < G; g++) {
-            float *yg = y + (n * M + g * mg) * ohw;
-            byoc_conv_epi ce = {bias ? bias + g * mg : 0, epi};
-            byoc_epi with_bias = {byoc_conv_bias, &ce};
-            const byoc_epi *e = bias ? &with_bias : epi;
-            byoc_mat a = {w + g * mg * kdim, kdim, 1};
-            const float *ag = wp ? wp + g * mgpad * kdim : 0;
-            const float *xg = x + (n * C + g * cg) * H * W;
-            if (pointwise) {
-                byoc_mat b = {xg, H * W, 1};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, e);
-            } else {
-                byoc_pad_input(xg, cg, H, W, PH, PW, HP, WP, xp);
-                byoc_padded b = {xp, HP, WP, KH, KW, SH, SW, DH, DW, OW};
-                byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_padded, &b, yg, ohw, 0, ws, e);
-            }
-        }
+        for (long g = 0; g < G; g++) byoc_conv_group(&j, n, g, ws);
 }
 
 /* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the input

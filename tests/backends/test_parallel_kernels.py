@@ -78,8 +78,37 @@ def _attention(rng):
     return model, {**feeds, "idx": rng.integers(-600, 600, 64)}
 
 
+def _late_layers(rng):
+    """What a CNN's last stages and a grouped net cut differently: many output channels on a
+    7x7 map (a row cut, B packed once and shared), a strided 3x3 conv of the same kind,
+    grouped 1x1 and 3x3 convs over two images (one (image, group) pair per task), Winograd on
+    a map of one tile block (its steps cut), a MatMul of many rows and few columns."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], name="wide_pointwise"),
+        n("Relu", ["c1"], ["r1"], name="relu1"),
+        n("Conv", ["r1", "w2"], ["c2"], strides=[2, 2], pads=[1, 1, 1, 1], name="strided"),
+        n("Conv", ["r1", "wg1", "bg1"], ["g1"], group=4, name="grouped_pointwise"),
+        n("Conv", ["g1", "wg3"], ["g3"], group=2, pads=[1, 1, 1, 1], name="grouped_3x3"),
+        n("Conv", ["g3", "ww", "bw"], ["wg"], pads=[1, 1, 1, 1], name="winograd"),
+        n("Add", ["wg", "g3"], ["res"], name="residual"),
+        n("MatMul", ["tall", "narrow"], ["mm"], name="tall_matmul"),
+    ]
+    inits = [_w("w1", [200, 64, 1, 1], rng), _w("b1", [200], rng),
+             _w("w2", [130, 200, 3, 3], rng, 0.05),
+             _w("wg1", [96, 50, 1, 1], rng), _w("bg1", [96], rng),
+             _w("wg3", [64, 48, 3, 3], rng, 0.1),
+             _w("ww", [64, 64, 3, 3], rng, 0.1), _w("bw", [64], rng),
+             _w("tall", [300, 256], rng, 0.1)]
+    model = make_model(nodes, [("x", FLOAT, [2, 64, 7, 7]), ("narrow", FLOAT, [256, 20])],
+                       [("c2", FLOAT, None), ("res", FLOAT, None), ("mm", FLOAT, None)], inits)
+    return model, {"x": rng.standard_normal((2, 64, 7, 7)).astype(np.float32),
+                   "narrow": rng.standard_normal((256, 20)).astype(np.float32)}
+
+
 @pytest.mark.parametrize("backend", ["native", "ccompiler"])
-@pytest.mark.parametrize("make", [_cnn, _attention], ids=["cnn", "attention"])
+@pytest.mark.parametrize("make", [_cnn, _attention, _late_layers],
+                         ids=["cnn", "attention", "late_layers"])
 def test_every_thread_count_gives_the_same_bits_and_onnxruntime_s_numbers(backend, make):
     model, inputs = make(np.random.default_rng(0))
     part = byoc.partition(byoc.load_onnx(model), backends=[backend])
