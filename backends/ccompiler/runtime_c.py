@@ -43,8 +43,9 @@ static inline int byoc_threads(void) { return byoc_rt->threads(); }
 static inline void byoc_parallel(long n, byoc_task_fn fn, void *ctx) { byoc_rt->parallel(n, fn, ctx); }
 /* a task's own scratch (slot 1; the GEMM's packing buffers are slot 0) */
 static inline void *byoc_task_scratch(long bytes) { return byoc_rt->scratch(1, bytes); }
-/* Work (multiply-adds, or elements times cost) below which a kernel stays on one thread. */
-#define BYOC_PAR_WORK 65536L
+/* Work (multiply-adds, or elements times cost) below which a kernel stays on one thread */
+/* (a GEMM: 4x it, ~15 us on AVX-512; a smaller one cut cost more than it saved in ViT). */
+#define BYOC_PAR_WORK 262144L
 """
 
 _RT_DEF = r"""
