@@ -51,7 +51,8 @@ def direct(w: Tensor, dims: list[int], groups: int) -> bool:
     _, c, h, wd, _, oh, ow, kh, kw, sh, sw, ph, pw = dims[:13]
     pointwise = (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (oh, ow) == (h, wd)
     nr = runtime_c.machine_nr()
-    filled = ow / (-(-ow // nr) * nr)
+    tail = ow % nr  # the micro-kernel computes a last panel of up to nr / 2 as one vector
+    filled = ow / (ow - tail + (0 if not tail else nr // 2 if tail <= nr // 2 else nr))
     return (groups == 1 and w.value is not None and c * kh * kw <= runtime_c.KC
             and ow >= 3 * nr and filled >= 0.9 and not pointwise)
 
