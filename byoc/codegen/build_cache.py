@@ -225,7 +225,12 @@ def native_flags_have(flag: str) -> bool:
     and the CPU lists it."""
     words = {w for ln in _cpu_id().splitlines() if ln.split(":")[0].strip() in ("flags", "Features")
              for w in ln.split(":", 1)[-1].split()}
-    return flag in words and "-march=native" in toolchain()[2]
+    if flag not in words:
+        return False
+    try:
+        return "-march=native" in toolchain()[2]
+    except ToolchainError:  # no compiler (C written with --emit-c): nothing targets the CPU
+        return False
 
 
 def _probe_flags(cc: list[str]) -> tuple[str, ...]:

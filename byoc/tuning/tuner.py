@@ -34,7 +34,8 @@ from .cache import MeasurementCache
 from .candidates import cut_atoms, segment_function
 from .digest import Digests
 from .environment import backend_version, machine, thread_setting, versions
-from .measure import Measurer
+from .journal import BudgetClock
+from .measure import Measurer, _signature
 from .plan import FORMAT, HOST, VERSION, Plan, seconds
 from .search import EXHAUSTIVE, MIN_GAIN, Candidate, search
 from .view import ModelView, model_view
@@ -92,15 +93,19 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     view = model_view(mod, chosen, digests)
     run = byoc.build(mod, threads=threads).run(feeds, capture="all")
     tensors = {**{k: np.asarray(v) for k, v in feeds.items()}, **run.tensors}
+    custom = measurer is not None
     measurer = measurer(tensors) if measurer else Measurer(tensors, cache, digests,
                                                            threads=threads)
     cuts = cut_atoms(view, tensors, atoms)
     options = option_lists(names)
     labels = [",".join(o) or HOST for o in options]
     tuner = _Tuner(mod, view, cuts, options, labels, measurer, tensors)
-
-    def out_of_time() -> bool:
-        return budget is not None and time.perf_counter() - started > 0.8 * budget
+    # A budget's stop is replayed by the same tune (journal.py): the same plan, nothing new
+    # measured. Not for a measurer of the caller's own (its costs need not be cached).
+    clock = BudgetClock(budget, started, None if custom else measurer.cache,
+                        None if custom else _journal_key(measurer, digests, mod, feeds, labels,
+                                                         atoms, exhaustive, min_gain, budget))
+    out_of_time = clock.out_of_time
 
     def report(message: str, best: float | None = None) -> None:
         if progress is not None:
@@ -132,7 +137,7 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     rivals = [c for k, c in enumerate(rivals)  # each placement once
               if tuner.keys.get(c) not in {tuner.keys.get(r) for r in rivals[:k]}]
     measured = tuner.costs.get(path[0]) if len(path) == 1 else None
-    if rivals and (budget is None or time.perf_counter() - started < budget):
+    if rivals and clock.may_compare():
         report(f"timing the plan against {len(rivals)} whole-model option(s), interleaved")
         from .apply import apply_plan
 
@@ -151,6 +156,7 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
         data["latency"]["compared"] = {
             "tuned" if k == 0 else labels[rivals[k - 1][2]]: seconds(t.seconds)
             for k, t in enumerate(times)}
+    clock.record()
     data["latency"]["measured_s"] = seconds(measured)
     data["search"]["complete"] = result.complete
     if fallback is not None:
@@ -158,6 +164,24 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     report(f"done: {len(data['regions'])} region(s), predicted {_ms(data['latency']['predicted_s'])}"
            f", measured {_ms(measured)}", measured)
     return Plan(data)
+
+
+def _journal_key(measurer: Measurer, digests: Digests, mod: IRModule, feeds: Mapping,
+                 labels: list[str], atoms: int, exhaustive: int, min_gain: float,
+                 budget: float | None) -> str | None:
+    """What decides where a budget stops this tune's search, as a journal key."""
+    import hashlib
+    import json
+
+    if budget is None:
+        return None
+    text = json.dumps({"journal": 1, "environment": measurer.environment,
+                       "module": digests.module(mod),
+                       "inputs": {k: _signature(k, v) for k, v in sorted(feeds.items())},
+                       "options": labels, "atoms": atoms, "exhaustive": exhaustive,
+                       "min_gain": min_gain, "budget": budget, "rivals": RIVALS},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _record_moves(mod: IRModule, data: dict, feeds: Mapping, fallback: str, threads: int

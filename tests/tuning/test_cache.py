@@ -122,3 +122,27 @@ def test_an_unwritable_cache_warns_once_and_tuning_goes_on(backends, tmp_path):
         plan, p = tune(chain_model(OPS), MeasurementCache(root))
     assert p.measured > 0 and plan.data["latency"]["measured_s"] is not None
     assert sum("tune cache" in str(w.message) for w in record) == 1
+
+
+def test_a_tune_the_budget_cut_replays_its_stop_measures_nothing_and_writes_the_same_bytes(
+        backends, tmp_path, monkeypatch):
+    """A cold tune cut by its budget stops where its clock said; run again with the same
+    budget, every measurement comes from the cache in no time, so the clock alone would let
+    it search further and write another plan: the journal replays the stop instead. A larger
+    budget is another tune and does search further."""
+    real = measure_mod.Measurer._measure
+
+    def slow(self, part, feeds):  # every new measurement takes 0.15 s
+        import time
+        time.sleep(0.15)
+        return real(self, part, feeds)
+
+    monkeypatch.setattr(measure_mod.Measurer, "_measure", slow)
+    cache = MeasurementCache(tmp_path)
+    first, p1 = tune(chain_model(OPS), cache, budget=1.2)
+    assert first.data["search"]["complete"] is False and p1.measured > 0
+    second, p2 = tune(chain_model(OPS), cache, budget=1.2)
+    assert p2.measured == 0
+    assert second.to_json() == first.to_json()
+    _, p3 = tune(chain_model(OPS), cache, budget=60)
+    assert p3.measured > 0  # it goes on from the cache
