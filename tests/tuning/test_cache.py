@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 
 import numpy as np
 import pytest
@@ -133,7 +134,6 @@ def test_a_tune_the_budget_cut_replays_its_stop_measures_nothing_and_writes_the_
     real = measure_mod.Measurer._measure
 
     def slow(self, part, feeds):  # every new measurement takes 0.15 s
-        import time
         time.sleep(0.15)
         return real(self, part, feeds)
 
