@@ -89,6 +89,9 @@ def regions(part: IRModule, bodies: bool = True) -> list[Region]:
     return out
 
 
+CASE_BACKEND = "byoc.backend"  # the model's metadata key naming the case's backend
+
+
 def select(mod: IRModule, backend: str, *, region: int | None = None,
            nodes: tuple[str, str] | None = None, name_regex: str | None = None) -> Region:
     """The region to extract: the K-th of a normal partition, or one made from a node range."""
@@ -194,6 +197,7 @@ def write_case(region: Region, backend: str, out_dir: str, inputs: list[np.ndarr
     _declare_unknown_ranks(model, dict(zip(region.input_names + region.output_names,
                                            [*inputs, *outputs])))
     onnx.checker.check_model(model, full_check=True)
+    onnx.helper.set_model_props(model, {CASE_BACKEND: backend})  # what repro replays it on
     with OutputFolder(out_dir, force=force, protect=protect) as out:
         onnx.save(model, out.path("model.onnx"))
         for kind, names, arrays in (("input", region.input_names, inputs),
@@ -252,7 +256,7 @@ def _readme(region: Region, backend: str, inputs, outputs, why_no_c: str = "") -
 
 Replay it on the backend, comparing with the recorded outputs (exit 0 if they match):
 
-    byoc repro . --backend {backend}
+    byoc repro .                 # on {backend}, recorded in model.onnx; or --backend NAME
 
 The outputs in `test_data_set_0/` come from byoc's host executor on the whole model; the
 comparison is element-wise, `|got - want| <= atol + rtol * |want|` (float32: rtol 1e-4, atol
@@ -321,12 +325,22 @@ def load_case(case_dir: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], di
     return model, read("input", n_in), read("output", len(model.graph.output))
 
 
-def repro(case_dir: str, backend: str, *, atol: float | None = None,
+def case_backend(model: onnx.ModelProto) -> str | None:
+    """The backend a case was extracted for, as its model records it (None: not recorded)."""
+    return next((p.value for p in model.metadata_props if p.key == CASE_BACKEND), None)
+
+
+def repro(case_dir: str, backend: str | None = None, *, atol: float | None = None,
           rtol: float | None = None) -> list[OutputComparison]:
-    """Run a case on ``backend`` (all of it offloaded where it can be) against its outputs."""
+    """Run a case on ``backend`` (default: the one it was extracted for, as it records) (all
+    of it offloaded where it can be) against its outputs."""
     from .frontends.onnx import load_onnx
 
     model, inputs, expected = load_case(case_dir)
+    if backend is None:
+        backend = case_backend(model)
+        if not backend:
+            raise InputError(f"{case_dir}: the case records no backend; pass --backend")
     mod = load_onnx(model)
     part = partition(mod, backends=[backend])
     got = build(part).run(inputs)

@@ -40,14 +40,15 @@ def cmd_extract(args) -> int:
           f"{len(case.region.input_names)} inputs, {len(case.region.output_names)} outputs)")
     for f in case.files:
         print(f"  {f}")
-    print(f"replay: byoc repro {case.out_dir} --backend {case.backend}")
+    print(f"replay: byoc repro {case.out_dir}")
     return 0
 
 
 def cmd_repro(args) -> int:
     from ..extract import repro
 
-    checks = repro(args.case, one_backend(args), atol=args.atol, rtol=args.rtol)
+    checks = repro(args.case, one_backend(args) if args.backend else None, atol=args.atol,
+                   rtol=args.rtol)
     for c in checks:
         print(f"  {show(c.name)}: {c.summary()}")
     ok = all(c.ok for c in checks)
@@ -82,7 +83,7 @@ def cmd_bisect(args) -> int:
         print(f"  {show(c.name)}: {c.summary()}")
     print(f"first bad node: {show(result.node)} ({result.node_op})")
     if result.case is not None:
-        print(f"repro: byoc repro {result.case.out_dir} --backend {result.case.backend}")
+        print(f"repro: byoc repro {result.case.out_dir}")
     return 1
 
 
@@ -104,7 +105,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("repro", help="replay an extracted case on a backend; exit 1 if it differs")
     p.add_argument("case", metavar="DIR", type=path_arg)
-    p.add_argument("--backend", required=True)
+    p.add_argument("--backend", help="default: the backend the case was extracted for")
     threads_arg(p)
     tolerance_args(p)
     p.set_defaults(fn=cmd_repro)

@@ -59,7 +59,8 @@ def test_extract_writes_an_onnx_test_case_that_replays(tmp_path, model_and_input
     assert all(c.ok for c in repro(str(tmp_path / "case"), "reference"))
     assert _onnxruntime_replays(str(tmp_path / "case"))
     readme = (tmp_path / "case" / "README.md").read_text()
-    assert "byoc repro . --backend reference" in readme
+    assert "byoc repro .                 # on reference" in readme
+    assert all(c.ok for c in repro(str(tmp_path / "case")))  # the backend it records
 
 
 def test_the_recorded_inputs_are_the_real_intermediate_tensors(tmp_path, model_and_inputs):
@@ -112,6 +113,14 @@ def test_cli_extract_repro_and_partition_export(tmp_path):
     assert r.returncode == 0, r.stderr
     r = cli("repro", tmp_path / "case", "--backend", "reference")
     assert r.returncode == 0 and "reproduces" in r.stdout, r.stdout + r.stderr
+    r = cli("repro", tmp_path / "case")  # on the backend the case records
+    assert r.returncode == 0 and "reproduces" in r.stdout, r.stdout + r.stderr
+    case = onnx.load(tmp_path / "case" / "model.onnx")
+    del case.metadata_props[:]
+    onnx.save(case, tmp_path / "case" / "model.onnx")
+    r = cli("repro", tmp_path / "case")
+    assert r.returncode == 2 and "records no backend; pass --backend" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
     r = cli("extract", model, "--backend", "reference", "--region", "7", "-o", tmp_path / "x")
     assert r.returncode == 2 and "numbered 0 to 0" in r.stderr and not (tmp_path / "x").exists()
     r = cli("partition", model, "--backend", "reference", "-o", tmp_path / "part.onnx")
