@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -41,8 +42,12 @@ class Executable:
         self.threads = resolve_threads(threads)
         opsets = dict(mod.attrs.get("opset_imports", {"": registry.CANONICAL_OPSET}))
         self.copy_stats = CopyStats({}, {})
-        self.ctx = KernelContext(opsets, run_function=self.run_function, copy_stats=self.copy_stats,
-                                 threads=self.threads)
+        # Kernels reach back to run bodies through a weak method: a bound one would make every
+        # executable a reference cycle, freed only by a full collection (a tune builds
+        # hundreds; their engines' memory piled up to the machine's 24 GB).
+        run_function = weakref.WeakMethod(self.run_function)
+        self.ctx = KernelContext(opsets, run_function=lambda func, args: run_function()(func, args),
+                                 copy_stats=self.copy_stats, threads=self.threads)
         self.external: dict[str, Callable] = dict(external or {})
         self.fallbacks: dict[str, str] = {}  # regions run on the host: build(fallback="host")
         self.moves: dict[str, str] = {}  # regions run on another backend: fallback="next"
