@@ -34,7 +34,7 @@ from benchmarks.bench_models import STATS, add_stat_option, interleaved  # noqa:
 from byoc.compare import onnxruntime_session  # noqa: E402
 from tests.models.zoo import MODELS, light_models  # noqa: E402
 
-CNNS = ["light_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
+CNNS = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
         "light_resnet50", "light_shufflenet", "light_squeezenet", "light_zfnet512",
         "ppocr_v4_det", "ppocr_mobile_v2_cls", "ppocr_v4_rec"]
 

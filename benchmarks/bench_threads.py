@@ -41,7 +41,7 @@ from byoc.runtime.threads import physical_cores  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
 KINDS = {  # the slow suite's models the issue names, by kind
-    "cnn": ["light_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
+    "cnn": ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
             "light_resnet50", "light_shufflenet", "light_squeezenet", "light_vgg19",
             "light_zfnet512"],
     "detector": ["ppocr_v4_det"],
