@@ -619,6 +619,17 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
                        (OH - 1) * SH + (KH - 1) * DH + 1, (OW - 1) * SW + (KW - 1) * DW + 1,
                        KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
                        && OH == H && OW == W, epi};
+    if (j.pointwise && OH * OW == 1 && G == 1) {
+        /* 1x1 maps (an SE block's convs): the batch at once, Y = X W^T, a dot per output
+           (as a conv, each image's GEMM had one column: a 16-wide vector per output) */
+        byoc_mat xs = {x, C, 1}, wt = {w, 1, C};
+        byoc_gemm_mat(N, M, C, 1.0f, xs, wt, y, M, 0, ws, 0);
+        if (bias)
+            for (long n = 0; n < N; n++)
+                for (long m = 0; m < M; m++) y[n * M + m] += bias[m];
+        if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);  /* the region's epilogue: rows of 1 */
+        return;
+    }
     int threads = byoc_threads();
     if (threads > 1 && N * G >= 2L * threads
         && (double)M * OH * OW * (C / G) * KH * KW >= (double)BYOC_PAR_WORK * 4) {
@@ -1268,11 +1279,12 @@ def conv_scratch(dims: list[int], groups: int) -> int:
     """Floats of scratch byoc_conv2d needs (dims: N, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW,
     DH, DW): unless the conv is pointwise, its padded input with 2 NR floats of slack (as
     byoc_conv2d lays it out), then the GEMM's."""
-    _, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
+    n, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
     cg, mg = c // groups, m // groups
     gemm = gemm_scratch(mg, oh * ow, cg * kh * kw)
     if kh == kw == sh == sw == 1 and ph == pw == 0 and (oh, ow) == (h, w):
-        return gemm
+        # 1x1 maps: the whole batch's product, N x M x C (byoc_conv2d)
+        return max(gemm, gemm_scratch(n, m, c)) if oh * ow == 1 and groups == 1 else gemm
     hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
     return (cg * hp * wp + 2 * NR + 15) // 16 * 16 + gemm
 

@@ -82,7 +82,8 @@ def _late_layers(rng):
     """What a CNN's last stages and a grouped net cut differently: many output channels on a
     7x7 map (a row cut, B packed once and shared), a strided 3x3 conv of the same kind,
     grouped 1x1 and 3x3 convs over two images (one (image, group) pair per task), Winograd on
-    a map of one tile block (its steps cut), a MatMul of many rows and few columns."""
+    a map of one tile block (its steps cut), a MatMul of many rows and few columns, an SE
+    block's 1x1 convs on 1x1 maps (the batch's product at once) with a Sigmoid epilogue."""
     n = helper.make_node
     nodes = [
         n("Conv", ["x", "w1", "b1"], ["c1"], name="wide_pointwise"),
@@ -93,17 +94,25 @@ def _late_layers(rng):
         n("Conv", ["g3", "ww", "bw"], ["wg"], pads=[1, 1, 1, 1], name="winograd"),
         n("Add", ["wg", "g3"], ["res"], name="residual"),
         n("MatMul", ["tall", "narrow"], ["mm"], name="tall_matmul"),
+        n("Conv", ["se", "wse1", "bse1"], ["s1"], name="se_reduce"),
+        n("Relu", ["s1"], ["s2"], name="se_relu"),
+        n("Conv", ["s2", "wse2", "bse2"], ["s3"], name="se_expand"),
+        n("Sigmoid", ["s3"], ["gate"], name="se_gate"),
     ]
     inits = [_w("w1", [200, 64, 1, 1], rng), _w("b1", [200], rng),
              _w("w2", [130, 200, 3, 3], rng, 0.05),
              _w("wg1", [96, 50, 1, 1], rng), _w("bg1", [96], rng),
              _w("wg3", [64, 48, 3, 3], rng, 0.1),
              _w("ww", [64, 64, 3, 3], rng, 0.1), _w("bw", [64], rng),
-             _w("tall", [300, 256], rng, 0.1)]
-    model = make_model(nodes, [("x", FLOAT, [2, 64, 7, 7]), ("narrow", FLOAT, [256, 20])],
-                       [("c2", FLOAT, None), ("res", FLOAT, None), ("mm", FLOAT, None)], inits)
+             _w("tall", [300, 256], rng, 0.1), _w("wse1", [24, 96, 1, 1], rng),
+             _w("bse1", [24], rng), _w("wse2", [96, 24, 1, 1], rng), _w("bse2", [96], rng)]
+    model = make_model(nodes, [("x", FLOAT, [2, 64, 7, 7]), ("narrow", FLOAT, [256, 20]),
+                               ("se", FLOAT, [3, 96, 1, 1])],
+                       [("c2", FLOAT, None), ("res", FLOAT, None), ("mm", FLOAT, None),
+                        ("gate", FLOAT, None)], inits)
     return model, {"x": rng.standard_normal((2, 64, 7, 7)).astype(np.float32),
-                   "narrow": rng.standard_normal((256, 20)).astype(np.float32)}
+                   "narrow": rng.standard_normal((256, 20)).astype(np.float32),
+                   "se": rng.standard_normal((3, 96, 1, 1)).astype(np.float32)}
 
 
 @pytest.mark.parametrize("backend", ["native", "ccompiler"])
