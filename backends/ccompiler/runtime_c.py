@@ -63,6 +63,15 @@ _VEC = r"""
 typedef float byoc_vf __attribute__((vector_size(4 * BYOC_VW), aligned(4), may_alias));
 typedef int byoc_vi __attribute__((vector_size(4 * BYOC_VW)));
 typedef float byoc_v8 __attribute__((vector_size(32)));  /* what AVX's masked moves point to */
+/* even and odd lanes of two vectors (a stride-2 row split into its phases; im2col's packer */
+/* and the window ops' planes) */
+#if defined(__AVX__)
+#define BYOC_EVEN ((byoc_vi){0, 2, 4, 6, 8, 10, 12, 14})
+#define BYOC_ODD ((byoc_vi){1, 3, 5, 7, 9, 11, 13, 15})
+#else
+#define BYOC_EVEN ((byoc_vi){0, 2, 4, 6})
+#define BYOC_ODD ((byoc_vi){1, 3, 5, 7})
+#endif
 """
 
 # exp: x = n ln2 + r, a degree-5 polynomial in r (minimax-fitted, relative error under 2e-7:
@@ -184,7 +193,7 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
     for (int i = 0; i < BYOC_MR; i++)
 #pragma GCC unroll 4
         for (int v = 0; v < BYOC_NV; v++) acc[i][v] = (byoc_gf){0};
-    if (BYOC_NV > 1 && n <= BYOC_GW) {  /* a panel's last columns: one vector a row */
+    if (n <= BYOC_GW) {  /* a panel's last columns: one vector a row */
         for (long k = 0; k < kc; k++) {
             const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
             const byoc_gf b0 = *(const byoc_gf *)b;
@@ -460,11 +469,6 @@ _CONV = r"""
 /* A conv's input copied once with its zero border (xp: [C][HP][WP], then BYOC_PAD_SLACK
    floats), so that every run im2col reads is whole and in bounds. */
 #define BYOC_PAD_SLACK (2 * BYOC_NR)
-#if BYOC_VW == 8
-#define BYOC_EVEN ((byoc_vi){0, 2, 4, 6, 8, 10, 12, 14})
-#else
-#define BYOC_EVEN ((byoc_vi){0, 2, 4, 6})
-#endif
 typedef struct {
     const float *xp;
     long HP, WP, KH, KW, SH, SW, DH, DW, OW;
@@ -1142,14 +1146,6 @@ static inline byoc_vf byoc_vfma(byoc_vf a, byoc_vf b, byoc_vf c) {
     return a * b + c;
 #endif
 }
-/* even and odd lanes of two vectors (a stride-2 row split into its phases) */
-#if defined(__AVX__)
-#define BYOC_W_EVEN ((byoc_vi){0, 2, 4, 6, 8, 10, 12, 14})
-#define BYOC_W_ODD ((byoc_vi){1, 3, 5, 7, 9, 11, 13, 15})
-#else
-#define BYOC_W_EVEN ((byoc_vi){0, 2, 4, 6})
-#define BYOC_W_ODD ((byoc_vi){1, 3, 5, 7})
-#endif
 static inline byoc_vf byoc_vsplat(float x) {
     byoc_vf v;
     for (int l = 0; l < BYOC_VW; l++) v[l] = x;

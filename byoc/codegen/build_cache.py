@@ -220,6 +220,7 @@ def _cpu_id() -> str:
         return f"{platform.machine()} {platform.processor()}"
 
 
+@functools.cache
 def native_flags_have(flag: str) -> bool:
     """Whether code compiled here targets a CPU feature (``avx512f``): -march=native is used
     and the CPU lists it."""

@@ -43,10 +43,6 @@ class BudgetClock:
                     and isinstance(entry.get("compared"), bool):
                 self.replay = entry
 
-    @property
-    def replaying(self) -> bool:
-        return self.replay is not None
-
     def out_of_time(self) -> bool:
         if self.budget is None:
             return False

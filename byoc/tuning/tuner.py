@@ -35,7 +35,7 @@ from .candidates import cut_atoms, segment_function
 from .digest import Digests
 from .environment import backend_version, machine, thread_setting, versions
 from .journal import BudgetClock
-from .measure import Measurer, _signature
+from .measure import Measurer
 from .plan import FORMAT, HOST, VERSION, Plan, seconds
 from .search import EXHAUSTIVE, MIN_GAIN, Candidate, search
 from .view import ModelView, model_view
@@ -103,8 +103,8 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     # A budget's stop is replayed by the same tune (journal.py): the same plan, nothing new
     # measured. Not for a measurer of the caller's own (its costs need not be cached).
     clock = BudgetClock(budget, started, None if custom else measurer.cache,
-                        None if custom else _journal_key(measurer, digests, mod, feeds, labels,
-                                                         atoms, exhaustive, min_gain, budget))
+                        None if custom else _journal_key(measurer, mod, labels, atoms,
+                                                         exhaustive, min_gain, budget))
     out_of_time = clock.out_of_time
 
     def report(message: str, best: float | None = None) -> None:
@@ -166,18 +166,17 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     return Plan(data)
 
 
-def _journal_key(measurer: Measurer, digests: Digests, mod: IRModule, feeds: Mapping,
-                 labels: list[str], atoms: int, exhaustive: int, min_gain: float,
-                 budget: float | None) -> str | None:
-    """What decides where a budget stops this tune's search, as a journal key."""
+def _journal_key(measurer: Measurer, mod: IRModule, labels: list[str], atoms: int,
+                 exhaustive: int, min_gain: float, budget: float | None) -> str | None:
+    """What decides where a budget stops this tune's search, as a journal key: the whole
+    model's measurement key (machine, threads, versions, its work and input tensors) and the
+    search's settings."""
     import hashlib
     import json
 
     if budget is None:
         return None
-    text = json.dumps({"journal": 1, "environment": measurer.environment,
-                       "module": digests.module(mod),
-                       "inputs": {k: _signature(k, v) for k, v in sorted(feeds.items())},
+    text = json.dumps({"journal": 1, "model": measurer.key(*_fed_by_name(mod)),
                        "options": labels, "atoms": atoms, "exhaustive": exhaustive,
                        "min_gain": min_gain, "budget": budget, "rivals": RIVALS},
                       sort_keys=True)

@@ -98,9 +98,9 @@ def emit_plane(ctx: Emit, channel: str, g: Plane, fill: str) -> str:
             src.line(f"long v = {v0};")
             with src.block(f"for (; v + BYOC_VW <= {v1}; v += BYOC_VW)"):
                 src.line(f"const byoc_vf *s = (const byoc_vf *)(xr + 2 * v - {g.pw});")
-                src.line("*(byoc_vf *)(row + v) = __builtin_shuffle(s[0], s[1], BYOC_W_EVEN);")
+                src.line("*(byoc_vf *)(row + v) = __builtin_shuffle(s[0], s[1], BYOC_EVEN);")
                 src.line(f"*(byoc_vf *)(row + {phase} + v) = "
-                         "__builtin_shuffle(s[0], s[1], BYOC_W_ODD);")
+                         "__builtin_shuffle(s[0], s[1], BYOC_ODD);")
         for q, (lo, hi) in enumerate(spans):
             at = q * phase
             if lo:
