@@ -15,6 +15,7 @@ from .common import (
     one_line,
     path_arg,
     read_paths,
+    shape_args,
     show,
     threads_arg,
     threads_of,
@@ -81,9 +82,7 @@ def register(sub) -> None:
     p.add_argument("--backend", metavar="NAME[,NAME]", required=True,
                    help="the backends to consider (and the host); this order is also the "
                         "priority order measured as a baseline")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help="value of a symbolic dim for made-up inputs (default 1)")
+    shape_args(p)
     p.add_argument("--seed", type=whole(0), default=0)
     threads_arg(p)
     p.add_argument("--budget", type=amount(0.0, above=True), metavar="SECONDS", default=600.0,

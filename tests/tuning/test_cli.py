@@ -125,3 +125,21 @@ def test_tune_refuses_to_replace_a_file_without_force(tmp_path, cache, capsys):
     assert main(["tune", "--backend", "reference", "--quiet", "--atoms", "2", "--force",
                  "-o", str(path)]) == 0
     assert json.loads(path.read_text())["format"] == "byoc-plan"
+
+
+def test_tune_takes_the_whole_shape_of_an_input_with_an_unnamed_dim(tmp_path, cache):
+    """--shape, as run and partition take it: the plan records the shape it was measured at."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Abs", ["r"], ["y"], name="abs")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                           [None, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "m.onnx")
+    out = tmp_path / "plan.json"
+    assert main(["tune", str(tmp_path / "m.onnx"), "--backend", "reference", "--shape", "x=3,4",
+                 "--budget", "30", "--quiet", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["model"]["inputs"][0]["shape"] == [3, 4]
