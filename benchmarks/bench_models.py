@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import byoc  # noqa: E402
 from byoc.compare import onnxruntime_session  # noqa: E402
+from byoc.runtime.threads import settle  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
 STATS = {"median": statistics.median, "min": min}
@@ -45,10 +46,11 @@ def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median,
 
 def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter,
                       block: int = 1, shuffle=None, min_rounds: int = 3) -> list[list[float]]:
-    """Every timed call of each fn, in rounds. With ``block`` > 1 each fn runs once untimed,
-    then ``block`` timed calls, before the next fn: an engine whose threads spin on after a
-    run (onnxruntime's intra-op pool) then slows only the untimed call of the next one (native
-    at 2 threads took 72 ms right after an onnxruntime run, 49 ms alone, on resnet50).
+    """Every timed call of each fn, in rounds. Before each fn's turn the process's other
+    threads are let go quiet (``settle``): onnxruntime's intra-op threads spin on ~40 ms after
+    a run with its default settings, and whatever ran next at 2 threads waited for its second
+    core (native squeezenet: 2.8 ms alone, 4.4-7.4 ms right after onnxruntime). With ``block``
+    > 1 each fn runs once untimed, then ``block`` timed calls, before the next fn.
     ``shuffle`` (a seeded ``random.Random(...).shuffle``) orders each round anew, so no fn
     always follows the same one."""
     times: list[list[float]] = [[] for _ in fns]
@@ -58,6 +60,7 @@ def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter
         if shuffle is not None:
             shuffle(order)
         for i in order:
+            settle()
             if block > 1:
                 fns[i]()
             for _ in range(block):

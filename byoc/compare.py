@@ -204,11 +204,12 @@ def _kind(dtype: str | None) -> str:
 
 
 def onnxruntime_session(model, threads: int = 1, optimize: bool = True):
-    """An onnxruntime CPU session with ``threads`` intra-op threads, logging errors only (run
-    it with ``run_options()``: ``byoc/runtime/ort_sessions.py``)."""
+    """An onnxruntime CPU session with ``threads`` intra-op threads and its other settings at
+    onnxruntime's defaults (what byoc is compared with), logging errors only (run it with
+    ``run_options()``: ``byoc/runtime/ort_sessions.py``)."""
     from .runtime.ort_sessions import session
 
-    return session(model, threads, optimize)
+    return session(model, threads, optimize, baseline=True)
 
 
 def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1,

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import IRModule
+from ..runtime.threads import settle
 from .cache import MeasurementCache
 from .digest import Digests
 from .environment import backend_version, byoc_source_digest, machine, thread_setting
@@ -138,6 +139,7 @@ class Measurer:
         enabled = gc.isenabled()
         gc.disable()
         try:
+            settle()
             start = clock()
             while True:
                 t0 = clock()
@@ -196,7 +198,8 @@ class Measurer:
                 rounds += 1
                 for k in live:
                     exe, feeds = runners[k]
-                    exe.run(feeds)  # untimed: the engine before may still hold a core
+                    settle()  # another engine's threads may still spin on a core
+                    exe.run(feeds)  # untimed: the caches are the engine before's
                     for _ in range(COMPARE_BLOCK):
                         t0 = clock()
                         exe.run(feeds)

@@ -184,3 +184,36 @@ def test_cli_threads_reach_both_sides_of_bench_and_are_printed():
     assert "2 threads each side" in r.stdout, r.stdout
     r = byoc_cli("run", "--threads", "0")
     assert r.returncode == 2 and "at least 1" in r.stderr
+
+
+def test_byoc_s_onnxruntime_sessions_bound_their_spin_the_baseline_keeps_the_default():
+    from byoc.compare import onnxruntime_session
+    from byoc.runtime.ort_sessions import session
+
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                       [("x", FLOAT, [4])], [("y", FLOAT, [4])]).SerializeToString()
+    key = "session.intra_op.spin_duration_us"
+    engine = session(model, threads=2).get_session_options()
+    assert engine.get_session_config_entry(key) == str(threads.ORT_SPIN_US)
+    baseline = onnxruntime_session(model, threads=2).get_session_options()
+    with pytest.raises(RuntimeError):  # never set: onnxruntime's own spin
+        baseline.get_session_config_entry(key)
+    with pytest.raises(RuntimeError):  # one thread has no pool to spin
+        session(model, threads=1).get_session_options().get_session_config_entry(key)
+
+
+@pytest.mark.skipif(threads._other_threads_cpu_ns() is None, reason="needs /proc")
+def test_settle_waits_for_a_spinning_thread_to_stop():
+    import threading
+    import time
+
+    def spin():
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    threads.settle(max_s=5.0)
+    assert not t.is_alive()
+    t.join()
