@@ -164,8 +164,10 @@ def main() -> int:
         session = onnxruntime_session(model, threads=args.threads)
         exe.run(feeds)
         session.run(None, feeds)
+        # in blocks: within a model an op follows another with the pool's threads awake, and
+        # the first call after another engine's turn wakes them (a sleeping core is slow)
         ours, theirs = interleaved([lambda: exe.run(feeds), lambda: session.run(None, feeds)],
-                                   args.repeat, 5.0, stat, clock)
+                                   args.repeat, 5.0, stat, clock, block=5)
         rows.append({"op": key[0], "x": key[1], "w": key[2], "attrs": dict(key[4]),
                      "count": count, "kind": kind_of[key], "native_ms": ours * 1e3,
                      "ort_ms": theirs * 1e3, "ratio": ours / theirs})

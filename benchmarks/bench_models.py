@@ -37,11 +37,12 @@ def add_stat_option(parser) -> None:
 
 
 def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median,
-                clock=time.perf_counter) -> list[float]:
-    """Median (or ``stat``) seconds of each fn, alternating calls; stops early past the time
-    budget. ``clock=time.thread_time`` counts only this thread's CPU time: for one-thread runs
-    on a loaded machine, where wall time also counts the waits for a core."""
-    return [stat(t) for t in interleaved_times(fns, repeat, budget_s, clock)]
+                clock=time.perf_counter, block: int = 1) -> list[float]:
+    """Median (or ``stat``) seconds of each fn, alternating calls (``block`` timed calls in a
+    row, after one untimed, if more than one); stops early past the time budget.
+    ``clock=time.thread_time`` counts only this thread's CPU time: for one-thread runs on a
+    loaded machine, where wall time also counts the waits for a core."""
+    return [stat(t) for t in interleaved_times(fns, repeat, budget_s, clock, block)]
 
 
 def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter,
