@@ -40,6 +40,8 @@ CONVS = {
     "conv_3x3_winograd": ((2, 32, 9, 13), (40, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_winograd_wide": ((1, 40, 7, 37), (48, 40, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_winograd_valid": ((1, 32, 21, 22), (33, 32, 3, 3), {}),
+    # a block's 16 planes of transformed inputs (and outputs) 4 KB apart: spaced further
+    "conv_3x3_winograd_4k_planes": ((1, 32, 32, 32), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_s2": ((1, 16, 17, 14), (24, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "conv_stem_7x7_s2": ((1, 3, 37, 41), (16, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
     "conv_5x5": ((1, 8, 12, 11), (12, 8, 5, 5), {"pads": [2, 2, 2, 2]}),
