@@ -40,6 +40,7 @@ CONVS = {
     "conv_3x3_winograd": ((2, 32, 9, 13), (40, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_winograd_wide": ((1, 40, 7, 37), (48, 40, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_winograd_valid": ((1, 32, 21, 22), (33, 32, 3, 3), {}),
+    "conv_3x3_winograd_16ch": ((1, 16, 15, 14), (20, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     # a block's 16 planes of transformed inputs (and outputs) 4 KB apart: spaced further
     "conv_3x3_winograd_4k_planes": ((1, 32, 32, 32), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_s2": ((1, 16, 17, 14), (24, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
@@ -160,3 +161,16 @@ def test_pools_carry_inf_as_onnxruntime_does(fill):
     got, want = exe.run(feeds), run_onnxruntime(model, feeds)
     for name in POOLS:
         assert np.array_equal(got[f"y_{name}"], want[f"y_{name}"], equal_nan=True), name
+
+
+def test_few_channel_3x3_convs_take_winograd_only_on_maps_big_enough():
+    from backends.ccompiler.emitter import Tensor
+    from backends.ccompiler.ops.conv import winograd
+
+    def takes(c, m, hw):
+        x = Tensor("x", (1, c, hw, hw), "float32")
+        w = Tensor("w", (m, c, 3, 3), "float32", np.zeros((m, c, 3, 3), np.float32))
+        return winograd(x, w, [1, c, hw, hw, m, hw, hw, 3, 3, 1, 1, 1, 1, 1, 1], 1)
+
+    assert takes(16, 20, 15) and takes(16, 64, 55) and takes(128, 32, 7)
+    assert not takes(16, 64, 7) and not takes(8, 64, 56) and not takes(16, 12, 56)

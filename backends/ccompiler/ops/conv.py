@@ -16,7 +16,11 @@ from ..emitter import Emit, Tensor
 from .depthwise import MAX_TAPS, emit_depthwise
 from .window import Window, transpose_window, window
 
-WINOGRAD_MIN_CHANNELS = 32
+WINOGRAD_MIN_CHANNELS = 16
+# Below 32 channels (in or out) the transforms weigh more against the 16 GEMMs: only on maps of
+# 14x14 or more, where they still win (AVX-512, 1 thread: 16 -> 64 channels on 55x55 243 us
+# against im2col's 334; on 14x14 a tie, on 7x7 im2col 1.3x faster).
+WINOGRAD_FEW_CHANNELS_MIN_MAP = 196
 
 
 def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[int]:
@@ -35,9 +39,10 @@ def winograd(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
     magnitudes (the transforms add and subtract at most four terms; G has halves): tested
     against onnxruntime at 1e-5 of the output's largest magnitude."""
     _, c, _, _, m, oh, ow, kh, kw, sh, sw, _, _, dh, dw = dims
+    few = min(c, m) < 2 * WINOGRAD_MIN_CHANNELS
     return (x.rank == 4 and w.value is not None and groups == 1 and (kh, kw, sh, sw, dh, dw) ==
             (3, 3, 1, 1, 1, 1) and c >= WINOGRAD_MIN_CHANNELS and m >= WINOGRAD_MIN_CHANNELS
-            and oh * ow >= 16)
+            and oh * ow >= (WINOGRAD_FEW_CHANNELS_MIN_MAP if few else 16))
 
 
 def direct(w: Tensor, dims: list[int], groups: int) -> bool:
