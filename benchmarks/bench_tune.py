@@ -15,7 +15,9 @@ setting (1, and 0 = every core the process may use):
    interleaved rounds (drift on a shared machine hits each alike), each round in a shuffled
    order (a run right after another engine's finds the caches cold, so none may always follow
    the same one); medians, and lower quartiles for a loaded machine;
-4. tuned / best single, tuned / best priority order, predicted / measured latency.
+4. tuned / best single, tuned / best priority order, predicted / measured latency, and "mix":
+   the plan's ``atom_mix_ratio`` (each atom on its fastest option with free crossings, over
+   the best single option, from the atoms' own times: what any placement could gain at most).
 
 The last lines give the median of each ratio and the worst model; the issue's targets are the
 tuned plan at most 0.9x the best single backend at the median, and never above 1.03x. A loaded
@@ -109,6 +111,7 @@ def bench_model(entry, backends: list[str], threads: int, args) -> dict | None:
         row["warm_measured"] = seen[-1].measured
         row["warm_identical"] = again.to_json() == plan.to_json()
     row["complete"] = plan.data["search"]["complete"]
+    row["atom_mix_ratio"] = plan.data["latency"].get("atom_mix_ratio")
     row["regions"] = len(plan.regions)
     row["nodes"] = plan.data["model"]["nodes"]
     row["placement"] = sorted(set(plan.placement().values()))
@@ -204,19 +207,24 @@ def _alike(row: dict) -> str:
     return f" (= {', '.join(alike)})" if alike else ""
 
 
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
 def report(rows: list[dict]) -> None:
     for threads in sorted({r["threads"] for r in rows}):
         mine = [r for r in rows if r["threads"] == threads]
         print(f"\n{threads} thread(s)")
         print(f"{'model':<22}{'tuned ms':>10}{'best single':>24}{'x':>7}{'best order':>30}"
-              f"{'x':>7}{'pred/meas':>10}{'cold s':>8}{'warm s':>8}  placement")
+              f"{'x':>7}{'pred/meas':>10}{'mix':>6}{'cold s':>8}{'warm s':>8}  placement")
         for r in mine:
             single = f"{r['best_single']} {r['best_single_ms']:.2f}"
             order = (f"{r['best_order']} {r['ms'][r['best_order']]:.2f}"
                      if "best_order" in r else "-")
             print(f"{r['model']:<22}{r['ms']['tuned']:>10.2f}{single:>24}{r['vs_single']:>7.2f}"
                   f"{order:>30}{r.get('vs_order', float('nan')):>7.2f}"
-                  f"{r['predicted_vs_measured']:>10.2f}{r['tune_cold_s']:>8.0f}"
+                  f"{r['predicted_vs_measured']:>10.2f}{_ratio(r.get('atom_mix_ratio')):>6}"
+                  f"{r['tune_cold_s']:>8.0f}"
                   f"{r['tune_warm_s']:>8.1f}  {','.join(r['placement'])}"
                   f"{'' if r['complete'] else ' (budget)'}"
                   f"{_alike(r)}")
@@ -230,6 +238,11 @@ def report(rows: list[dict]) -> None:
               f"{statistics.median(q1):.2f}x, worst {max(q1):.2f}x")
         if orders:
             print(f"median tuned / best priority order: {statistics.median(orders):.2f}x")
+        mixes = [r["atom_mix_ratio"] for r in mine if r.get("atom_mix_ratio") is not None]
+        if mixes:
+            print(f"mix (each atom on its fastest option, free crossings, over the best single "
+                  f"option; what any placement could gain at most): median "
+                  f"{statistics.median(mixes):.2f}, best {min(mixes):.2f}")
         print(f"median predicted / measured: "
               f"{statistics.median(r['predicted_vs_measured'] for r in mine):.2f}; warm tunes "
               f"measured {sum(r['warm_measured'] for r in mine)} candidate(s), plans identical: "

@@ -29,6 +29,10 @@ def format_plan(data: dict, nodes: bool = False) -> str:
     if base:
         lines.append("whole model on one option: " + ", ".join(
             f"{k} {_ms(v)} ms" for k, v in base.items()))
+    mix = latency.get("atom_mix_ratio")
+    if mix is not None:
+        lines.append(f"each atom on its fastest option, free crossings: {mix:.2f}x the best "
+                     "single option (what any placement could gain at most)")
     compared = latency.get("compared")
     if compared:
         lines.append("timed against each other, alternating: " + ", ".join(

@@ -361,6 +361,8 @@ class _Tuner:
         baselines = {self.labels[o]: seconds(_finite(self.costs.get((0, n_atoms, o))))
                      for o in range(len(self.options))}
         graph_name = self.mod.attrs.get("graph_name", "")
+        latency = {"predicted_s": seconds(_finite(predicted)), "measured_s": None,
+                   "baselines": baselines, "atom_mix_ratio": self.atom_mix_ratio()}
         return {
             "format": FORMAT, "version": VERSION,
             "model": {"name": name or graph_name, "digest": view.digest,
@@ -372,10 +374,23 @@ class _Tuner:
             "search": {"method": "segments-dp", "atoms": n_atoms,
                        "cuts": [view.names[c] for c in self.cuts[1:-1]],
                        "options": labels, "measured": len(self.costs), "complete": True},
-            "latency": {"predicted_s": seconds(_finite(predicted)), "measured_s": None,
-                        "baselines": baselines},
+            "latency": latency,
             "segments": segments, "regions": regions, "nodes": nodes, "bodies": bodies,
             "moves": []}
+
+    def atom_mix_ratio(self) -> float | None:
+        """What mixing engines could gain at most, by the atoms' own times: the sum over the
+        atoms of each one's fastest option, over the sum of the best single option's (each
+        atom timed alone on each: the per-call costs of both sums alike). 0.95: even an atom
+        by atom placement with free crossings is 5% faster than one engine. None until every
+        atom is measured on every option."""
+        n_atoms = len(self.cuts) - 1
+        rows = [[_finite(self.costs.get((i, i + 1, o))) for o in range(len(self.options))]
+                for i in range(n_atoms)]
+        if not rows or any(t is None for row in rows for t in row):
+            return None
+        single = min(sum(row[o] for row in rows) for o in range(len(self.options)))
+        return round(sum(min(row) for row in rows) / single, 4) if single > 0 else None
 
     def _tensor(self, name: str) -> dict:
         v = self.tensors.get(name)

@@ -152,3 +152,35 @@ def test_progress_is_reported():
     assert seen and seen[-1].message.startswith("done")
     assert any("pass" in p.message for p in seen)
     assert all(b.elapsed_s >= a.elapsed_s for a, b in zip(seen, seen[1:]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_plan_says_what_mixing_engines_could_gain_at_most(seed):
+    """latency.atom_mix_ratio: each atom's fastest option summed, over the best single
+    option's sum, from the atoms' own measurements (each node an atom here)."""
+    from byoc.ir import IRModule
+    from byoc.tuning.candidates import segment_function
+    from byoc.tuning.view import model_view
+
+    ops = OPS[:4]
+    names = [f"n{k}" for k in range(len(ops))]
+    costs = random_costs(names, dict(zip(names, ops)), seed)
+    with fake_backends(**TAKES):
+        plan, _, mod = tune_fake(chain_model(ops), ["fa", "fb"], costs, exhaustive=0,
+                                 min_gain=0.0)
+        view = model_view(mod, [byoc.get_backend(b) for b in TAKES])
+        options = option_lists(list(TAKES))
+
+        def atom(i, o):
+            func, _ = segment_function(view, i, i + 1)
+            sub = IRModule({"main": func}, {k: v for k, v in mod.attrs.items()
+                                            if k != "host_reasons"})
+            return costs.of(byoc.partition(sub, options[o]) if options[o] else sub)
+
+        rows = [[atom(i, o) for o in range(len(options))] for i in range(len(ops))]
+        want = sum(min(r) for r in rows) / min(sum(r[o] for r in rows)
+                                               for o in range(len(options)))
+        assert plan.data["latency"]["atom_mix_ratio"] == pytest.approx(want, abs=1e-4)
+        from byoc.tuning.show import format_plan
+
+        assert "what any placement could gain at most" in format_plan(plan.data)
