@@ -184,3 +184,34 @@ def test_the_plan_says_what_mixing_engines_could_gain_at_most(seed):
         from byoc.tuning.show import format_plan
 
         assert "what any placement could gain at most" in format_plan(plan.data)
+
+
+@pytest.mark.parametrize("per_region, mixed", [(0.5, True), (1.1, False)])
+def test_without_time_to_time_the_plan_whole_a_mixed_plan_must_win_by_a_margin(
+        monkeypatch, per_region, mixed):
+    """Budget spent before the final comparison: a placement of several segments stands only
+    if its segments' sum beats the best whole-model option by UNVERIFIED_GAIN (such sums read
+    low); otherwise that option is the plan, saying why."""
+    from byoc.tuning.journal import BudgetClock
+    from byoc.tuning.tuner import UNVERIFIED_GAIN
+
+    from .util import Costs
+
+    monkeypatch.setattr(BudgetClock, "may_compare", lambda self: False)
+    ops = ["Relu", "Abs", "Relu", "Abs"]
+    node = {f"n{k}": {"host": 10.0, "ga": 1.0 if k % 2 == 0 else 3.0,
+                      "gb": 3.0 if k % 2 == 0 else 1.0} for k in range(4)}
+    costs = Costs(node, {"ga": per_region, "gb": per_region}, {"ga": 0.0, "gb": 0.0})
+    with fake_backends(ga={"Relu", "Abs"}, gb={"Relu", "Abs"}):
+        plan, _, _ = tune_fake(chain_model(ops), ["ga", "gb"], costs, exhaustive=10_000)
+    whole = 8 + per_region
+    alternating = 4 + 4 * per_region
+    assert alternating < whole  # the search's optimum is the mixed placement either way
+    if mixed:
+        assert alternating < UNVERIFIED_GAIN * whole
+        assert len(plan.data["segments"]) == 4
+        assert plan.predicted_s == pytest.approx(alternating)
+    else:
+        assert len(plan.data["segments"]) == 1
+        assert plan.predicted_s == pytest.approx(whole)
+        assert "no time to time the plan whole" in plan.data["segments"][0]["why"]
