@@ -54,6 +54,11 @@ class ZooModel:
     slow: bool = True
     shipped: ShippedOutputs | None = None
     extra_outputs: tuple[str, ...] = ()  # intermediate tensors that load() also makes graph outputs
+    # (output, its logits): a Softmax whose logits are equal in exact arithmetic and ~1e10 (the
+    # light models' constant weights), where one rounding of a logit (host BLAS on two threads
+    # splits the channels otherwise than on one) moves the output anywhere: it is checked
+    # against the softmax of byoc's own logits, and the logits against onnxruntime.
+    softmax_of: tuple[tuple[str, str], ...] = ()
 
     def load(self) -> onnx.ModelProto:
         proto = onnx.load(str(self.locate()))
@@ -329,6 +334,7 @@ def light_models() -> list[ZooModel]:
                 # Constant weights make every logit equal, so a final Softmax outputs 1/1000 whatever
                 # came before it: the logits are where a wrong Conv, LRN or pooling would show.
                 extra_outputs=(last.input[0],) if last.op_type == "Softmax" else (),
+                softmax_of=((last.output[0], last.input[0]),) if last.op_type == "Softmax" else (),
             )
         )
     return models
