@@ -162,7 +162,7 @@ def blas_threads(threads: int, multiply_adds: int) -> None:
 # How long an onnxruntime intra-op thread spins after its work before it sleeps, when byoc
 # creates the session (``ort_sessions``). onnxruntime's own default spins on for ~40 ms after a
 # run: beside byoc's pool or numpy's BLAS that steals a core from the next region (native
-# squeezenet at 2 threads: 2.8 ms alone, 4.4-7.4 ms right after an onnxruntime run). 200 us
+# squeezenet at 2 threads: 2.3-2.8 ms alone, 4.4-7.4 ms right after an onnxruntime run). 200 us
 # bridges the gaps between one run's kernels; back-to-back runs of onnxruntime alone measured
 # the same as with its default (squeezenet, resnet50, bert_tiny, ppocr_v4_rec; within 2%).
 ORT_SPIN_US = 200
