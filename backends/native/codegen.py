@@ -251,6 +251,8 @@ def _emit_kernel(ctx: Emit, index: int, kern: Kernel, region: _Region, plan: Mem
         params.append(f"{c_type(t.dtype)} *{restrict} o{j}")
         args.append(region.ptr[k])
         outs.append(Tensor(f"o{j}", tuple(t.shape), t.dtype))
+    if _view_in_place(kern, plan):  # its output is its input's buffer: nothing to copy
+        outs[0] = Tensor(tensors[key_of(kern.inputs[0])].ptr, outs[0].shape, outs[0].dtype)
     held = kernel_names(kern.nodes)[1] or [n.op_name for n in kern.nodes]
     labels = ", ".join(shorten(n, 40) for n in held[:6])
     label = comment(f"{kern.kind}: {labels}{' ...' if len(held) > 6 else ''}")
@@ -267,6 +269,15 @@ def _emit_kernel(ctx: Emit, index: int, kern: Kernel, region: _Region, plan: Mem
             _emit_fused(ctx, kern, tensors, outs, types, tile)
     ctx.src.line()
     body.line(f"{fn}({', '.join([*args, 'consts', 'ws'])});")
+
+
+def _view_in_place(kern: Kernel, plan: MemoryPlan) -> bool:
+    """A view op (Dropout with its mask, say) the plan gave its input's buffer: the emitter
+    would otherwise copy the buffer onto itself."""
+    if kern.kind != "op" or kern.nodes[0].op not in VIEW_OPS or not kern.inputs:
+        return False
+    at = plan.offsets.get(kern.outputs[0])
+    return at is not None and at == plan.offsets.get(key_of(kern.inputs[0]))
 
 
 def _aliased(kern: Kernel, plan: MemoryPlan) -> bool:

@@ -340,3 +340,31 @@ def test_a_batch_norm_whose_statistics_a_graph_builds_is_folded_into_its_conv():
         ("Conv+BatchNormalization+Relu", ["conv", "bn", "relu"])]
     np.testing.assert_allclose(exe.run(x)["y"], run_onnxruntime(model, x)["y"], rtol=1e-5,
                                atol=1e-6)
+
+
+def test_a_view_in_its_input_s_buffer_copies_nothing():
+    """A Dropout the memory plan gives its input's buffer (between two convs) is no memcpy
+    of the buffer onto itself; its mask is still ones, and the values are the host's."""
+    from onnx import TensorProto, helper
+
+    from tests.conftest import make_model
+
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8, 1, 1],
+                           rng.standard_normal(64).astype(np.float32))
+    n = helper.make_node
+    model = make_model(
+        [n("Conv", ["x", "w"], ["c1"], name="conv1"), n("Relu", ["c1"], ["r1"], name="relu1"),
+         n("Dropout", ["r1"], ["d", "mask"], name="drop"),
+         n("Conv", ["d", "w"], ["c2"], name="conv2"), n("Relu", ["c2"], ["y"], name="relu2")],
+        [("x", TensorProto.FLOAT, [1, 8, 6, 6])], [("y", TensorProto.FLOAT, [1, 8, 6, 6])], [w])
+    feeds = {"x": rng.standard_normal((1, 8, 6, 6)).astype(np.float32)}
+    part = byoc.partition(byoc.load_onnx(model), backends=["native"])
+    exe = byoc.build(part)
+    np.testing.assert_allclose(exe.run(feeds)["y"], byoc.build(byoc.load_onnx(model)).run(feeds)["y"],
+                               rtol=1e-5, atol=1e-5)
+    (region,) = [exe.external[name] for name in part.functions if name != "main"]
+    source = region.specializations[0].source
+    drop = source[source.index("/* op: drop */"):]
+    drop = drop[:drop.index("\n}\n")]
+    assert "memcpy" not in drop
