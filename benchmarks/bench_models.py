@@ -50,8 +50,8 @@ def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter
     """Every timed call of each fn, in rounds. Before each fn's turn the process's other
     threads are let go quiet (``settle``): onnxruntime's intra-op threads spin on ~40 ms after
     a run with its default settings, and whatever ran next at 2 threads waited for its second
-    core (native squeezenet: 2.8 ms alone, 4.4-7.4 ms right after onnxruntime). With ``block``
-    > 1 each fn runs once untimed, then ``block`` timed calls, before the next fn.
+    core (native squeezenet: 2.3-2.8 ms alone, 4.4-7.4 ms right after onnxruntime). With
+    ``block`` > 1 each fn runs once untimed, then ``block`` timed calls, before the next fn.
     ``shuffle`` (a seeded ``random.Random(...).shuffle``) orders each round anew, so no fn
     always follows the same one."""
     times: list[list[float]] = [[] for _ in fns]

@@ -653,9 +653,7 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
    multiply-adds, and strided ones. Each output's sum over (c, kh, kw) is taken in the same
    order as the GEMM's, in KC blocks; rows of output go to tasks (the same numbers at any
    thread count); a finished output row gets the bias and the epilogue. */
-#ifndef BYOC_DC_ROWS
 #define BYOC_DC_ROWS 8  /* output rows a block (1 -> 8: a stem 351 -> 310 us) */
-#endif
 typedef struct {
     const float *planes, *wp, *bias;
     const long *off;
@@ -902,7 +900,7 @@ static long byoc_wg_vsize(const byoc_wg_job *j) {
     return 16 * byoc_wg_stride(j->C * j->rows * j->TW);
 }
 static long byoc_wg_msize(const byoc_wg_job *j) {
-    return 16 * byoc_wg_stride(j->M * j->rows * j->TW) + 16;
+    return 16 * byoc_wg_stride(j->M * j->rows * j->TW) + BYOC_VW;
 }
 static long byoc_wg_psize(const byoc_wg_job *j) {
     return ((2 * j->rows + 2) * 2 * j->WQ + 15) / 16 * 16;
@@ -921,10 +919,11 @@ static long byoc_wg_block(const byoc_wg_job *j, long k, long *r0, const float **
 static void byoc_wg_gemms(const byoc_wg_job *j, long nt, const float *v, float *mo, long lo,
                           long hi, float *gws) {
     const long C = j->C, M = j->M, mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
+    const long vstride = byoc_wg_stride(C * nt), mstride = byoc_wg_stride(M * nt);
     for (long e = lo; e < hi; e++) {
-        byoc_mat b = {v + e * byoc_wg_stride(C * nt), nt, 1};
+        byoc_mat b = {v + e * vstride, nt, 1};
         byoc_gemm(M, nt, C, 1.0f, 0, j->u + e * mpad * C, byoc_pack_b_mat, &b,
-                  mo + e * byoc_wg_stride(M * nt), nt, 0, gws, 0);
+                  mo + e * mstride, nt, 0, gws, 0);
     }
 }
 

@@ -142,7 +142,7 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
               if tuner.keys.get(c) not in {tuner.keys.get(r) for r in rivals[:k]}]
     measured = tuner.costs.get(path[0]) if len(path) == 1 else None
     if rivals and not clock.may_compare():
-        best = min(rivals, key=lambda c: (tuner.costs[c], c[2]))
+        best = min(rivals, key=tuner.costs.__getitem__)  # ties: the option listed first
         if len(path) > 1 and result.predicted > UNVERIFIED_GAIN * tuner.costs[best]:
             data = tuner.plan_data([best], tuner.costs[best], name,
                                    why=f"the budget left no time to time the plan whole: its "

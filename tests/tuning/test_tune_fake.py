@@ -65,15 +65,14 @@ def test_chain_plan_is_the_brute_force_optimum(seed):
         assert all(plan.measured_s <= v + 1e-9 for v in baselines.values() if v is not None)
 
 
-def branchy_space(mod, costs: Costs, backends) -> float:
-    """Brute force over the search's own space on the branchy graph: every cut of main's
-    topological order into runs, every option for each run, the same cost model."""
+def segment_costs(mod, costs: Costs, backends):
+    """(number of nodes, number of options, cost(i, j, o)): what the cost model says of main's
+    nodes i..j-1 (in the search's topological order) lifted alone and placed on option o."""
     from byoc.ir import IRModule
     from byoc.tuning.candidates import segment_function
     from byoc.tuning.view import model_view
 
     view = model_view(mod, [byoc.get_backend(b) for b in backends])
-    n = len(view.calls)
     options = option_lists(backends)
     memo = {}
 
@@ -85,12 +84,19 @@ def branchy_space(mod, costs: Costs, backends) -> float:
             memo[(i, j, o)] = costs.of(byoc.partition(sub, options[o]) if options[o] else sub)
         return memo[(i, j, o)]
 
+    return len(view.calls), len(options), seg
+
+
+def branchy_space(mod, costs: Costs, backends) -> float:
+    """Brute force over the search's own space on the branchy graph: every cut of main's
+    topological order into runs, every option for each run, the same cost model."""
+    n, n_options, seg = segment_costs(mod, costs, backends)
     best = float("inf")
     for mask in range(1 << (n - 1)):
         cuts = [0] + [k + 1 for k in range(n - 1) if mask >> k & 1] + [n]
         segs = list(zip(cuts, cuts[1:]))
         # the best option per segment is independent of the others: costs add up
-        best = min(best, sum(min(seg(i, j, o) for o in range(len(options))) for i, j in segs))
+        best = min(best, sum(min(seg(i, j, o) for o in range(n_options)) for i, j in segs))
     return best
 
 
@@ -158,28 +164,16 @@ def test_progress_is_reported():
 def test_the_plan_says_what_mixing_engines_could_gain_at_most(seed):
     """latency.atom_mix_ratio: each atom's fastest option summed, over the best single
     option's sum, from the atoms' own measurements (each node an atom here)."""
-    from byoc.ir import IRModule
-    from byoc.tuning.candidates import segment_function
-    from byoc.tuning.view import model_view
-
     ops = OPS[:4]
     names = [f"n{k}" for k in range(len(ops))]
     costs = random_costs(names, dict(zip(names, ops)), seed)
     with fake_backends(**TAKES):
         plan, _, mod = tune_fake(chain_model(ops), ["fa", "fb"], costs, exhaustive=0,
                                  min_gain=0.0)
-        view = model_view(mod, [byoc.get_backend(b) for b in TAKES])
-        options = option_lists(list(TAKES))
-
-        def atom(i, o):
-            func, _ = segment_function(view, i, i + 1)
-            sub = IRModule({"main": func}, {k: v for k, v in mod.attrs.items()
-                                            if k != "host_reasons"})
-            return costs.of(byoc.partition(sub, options[o]) if options[o] else sub)
-
-        rows = [[atom(i, o) for o in range(len(options))] for i in range(len(ops))]
+        n, n_options, seg = segment_costs(mod, costs, list(TAKES))
+        rows = [[seg(i, i + 1, o) for o in range(n_options)] for i in range(n)]
         want = sum(min(r) for r in rows) / min(sum(r[o] for r in rows)
-                                               for o in range(len(options)))
+                                               for o in range(n_options))
         assert plan.data["latency"]["atom_mix_ratio"] == pytest.approx(want, abs=1e-4)
         from byoc.tuning.show import format_plan
 
