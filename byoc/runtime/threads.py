@@ -168,10 +168,11 @@ def blas_threads(threads: int, multiply_adds: int) -> None:
 ORT_SPIN_US = 200
 
 
-def _other_threads_cpu_ns() -> int | None:
-    """CPU time the process's threads other than this one have used so far (Linux), else None."""
+def _other_threads() -> tuple[int, bool] | None:
+    """The CPU time the process's threads other than this one have used so far, and whether
+    any of them is running or waiting for a core (Linux); None where /proc is not there."""
     me = str(threading.get_native_id())
-    total = 0
+    total, runnable = 0, False
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
@@ -182,27 +183,31 @@ def _other_threads_cpu_ns() -> int | None:
         try:
             with open(f"/proc/self/task/{tid}/schedstat") as f:
                 total += int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                runnable |= f.read().rpartition(")")[2].split()[0] == "R"
         except (OSError, ValueError, IndexError):
             continue  # the thread ended
-    return total
+    return total, runnable
 
 
 def settle(quiet_s: float = 0.01, max_s: float = 0.5) -> None:
-    """Busy-wait until the process's other threads have used no CPU for ``quiet_s`` (or
-    ``max_s`` passed): before timing something, so that an engine whose threads spin on after
-    its run (onnxruntime with its default settings, ~45 ms) does not hold a core the timed one
-    needs. The kernel adds a spinning thread's time at each scheduler tick (4 ms at 250 Hz), so
-    a shorter window can look quiet while a thread spins. Busy, not asleep: a sleeping core
-    comes back slower. A no-op where /proc is not there."""
-    last = _other_threads_cpu_ns()
-    if last is None:
+    """Busy-wait until the process's other threads have used no CPU for ``quiet_s`` and none
+    is running or waiting for a core (or ``max_s`` passed): before timing something, so that
+    an engine whose threads spin on after its run (onnxruntime with its default settings, ~45
+    ms) does not hold a core the timed one needs. The kernel adds a spinning thread's time at
+    each scheduler tick (4 ms at 250 Hz), so a shorter window can look quiet while a thread
+    spins; on a loaded machine a spinning thread can wait that long for a core, using none, so
+    its state counts too. Busy, not asleep: a sleeping core comes back slower. A no-op where
+    /proc is not there."""
+    seen = _other_threads()
+    if seen is None:
         return
     start = mark = time.perf_counter()
     while mark - start < max_s:
         while time.perf_counter() - mark < quiet_s:
             pass
         mark = time.perf_counter()
-        now = _other_threads_cpu_ns()
-        if now == last:
+        now = _other_threads()
+        if now is None or (now[0] == seen[0] and not now[1]):
             return
-        last = now
+        seen = now

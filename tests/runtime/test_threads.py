@@ -202,15 +202,19 @@ def test_byoc_s_onnxruntime_sessions_bound_their_spin_the_baseline_keeps_the_def
         session(model, threads=1).get_session_options().get_session_config_entry(key)
 
 
-@pytest.mark.skipif(threads._other_threads_cpu_ns() is None, reason="needs /proc")
+@pytest.mark.skipif(threads._other_threads() is None, reason="needs /proc")
 def test_settle_waits_for_a_spinning_thread_to_stop():
     import threading
     import time
 
-    def spin():
+    from backends.ccompiler import pool
+
+    busy = pool.module().lib.byoc_pool_overhead  # multiply-adds in C, the GIL released
+
+    def spin():  # on its own core: a Python loop would only run when the GIL came its way
         end = time.perf_counter() + 0.15
         while time.perf_counter() < end:
-            pass
+            busy(1, 1, 3_000_000)  # ~5 ms a call
 
     t = threading.Thread(target=spin)
     t.start()
