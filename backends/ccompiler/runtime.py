@@ -129,8 +129,9 @@ class Specialization:
         self._buffers = [ffi.from_buffer(_decl(c.dtype.name), c) for c in self._keep]
         self._consts = ffi.new("void *[]", [ffi.cast("void *", b) for b in self._buffers]
                                or [ffi.NULL])  # the buffers stay alive beside the table
-        self._in_decls = [_decl(dtype.name) for _, dtype in sig]
-        self._outs = [(tuple(t.shape), np.dtype(t.dtype), _decl(t.dtype))
+        # cffi types, not their names: from_buffer looks a name up on every call
+        self._in_decls = [ffi.typeof(_decl(dtype.name)) for _, dtype in sig]
+        self._outs = [(tuple(t.shape), np.dtype(t.dtype), ffi.typeof(_decl(t.dtype)))
                       for t in generated.out_types]
         self._spare: list[tuple[np.ndarray, object]] = []
         self._arg_table = generated.arg_table  # inputs and outputs in one array (many)
@@ -139,7 +140,6 @@ class Specialization:
         big = any(math.prod(shape) * dtype.itemsize >= _Recycler.min_bytes
                   for shape, dtype, _ in self._outs)
         self._recycler = _Recycler() if big else None
-        self._lock = threading.Lock()
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
         recycler = self._recycler
@@ -155,8 +155,10 @@ class Specialization:
         """The call into given C-contiguous outputs of the right shapes and dtypes (the
         benchmarks time the kernel alone this way, without a fresh array's page faults)."""
         ptr = self._ffi.from_buffer
-        with self._lock:  # one workspace per concurrent call, reused afterwards
-            ws = self._spare.pop() if self._spare else self._workspace()
+        try:  # one workspace per concurrent call, reused afterwards (list.pop is atomic)
+            ws = self._spare.pop()
+        except IndexError:
+            ws = self._workspace()
         try:
             self._use_threads(self.threads)  # the pool's count for this thread's call
             pointers = [*(ptr(d, a) for d, a in zip(self._in_decls, arrays)),
@@ -169,8 +171,7 @@ class Specialization:
                 g = self.generated
                 self.on_stamps(g, np.frombuffer(ws[0], np.int64, len(g.kernels) + 1, g.stamps))
         finally:
-            with self._lock:
-                self._spare.append(ws)
+            self._spare.append(ws)
         return tuple(outs)
 
     def _workspace(self) -> tuple[np.ndarray, object]:

@@ -1145,27 +1145,61 @@ void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
 
 # Window loops over padded planes (ops/plane.py) work on whole vectors.
 _WINDOW = r"""
+/* A window row's vector: AVX-512's 16 floats where the CPU has them (a tap is one load and */
+/* one multiply-add or max per vector, so twice the lanes is half the instructions). */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define BYOC_WW 16
+#else
+#define BYOC_WW BYOC_VW
+#endif
+typedef float byoc_wf __attribute__((vector_size(4 * BYOC_WW), aligned(4), may_alias));
+typedef int byoc_wi __attribute__((vector_size(4 * BYOC_WW)));
+/* Lanes s .. s + BYOC_WW - 1 of two vectors side by side (one valignd with AVX-512). */
+#if BYOC_WW == 16
+#define BYOC_WIDX(s) ((byoc_wi){(s), (s) + 1, (s) + 2, (s) + 3, (s) + 4, (s) + 5, (s) + 6, \
+    (s) + 7, (s) + 8, (s) + 9, (s) + 10, (s) + 11, (s) + 12, (s) + 13, (s) + 14, (s) + 15})
+#elif BYOC_WW == 8
+#define BYOC_WIDX(s) ((byoc_wi){(s), (s) + 1, (s) + 2, (s) + 3, (s) + 4, (s) + 5, (s) + 6, \
+    (s) + 7})
+#else
+#define BYOC_WIDX(s) ((byoc_wi){(s), (s) + 1, (s) + 2, (s) + 3})
+#endif
+/* Store a vector's first n lanes (a row's last, partial vector): a masked store where the */
+/* CPU has them (through the stack, the narrow reloads wait for the wide store to land). */
+#if BYOC_WW == 16
+#define byoc_wstore_first(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1), (__m512)(v))
+#else
+#define byoc_wstore_first(p, v, n) memcpy((p), &(v), 4 * (n))
+#endif
+/* The vector of a plane row's floats at + off .. (at a multiple of BYOC_WW, the row */
+/* aligned, off a constant): an aligned load, or two and a shift across them. */
+#define byoc_wtap(row, off, at) ((off) % BYOC_WW == 0 \
+    ? *(const byoc_wf *)((row) + (off) + (at)) \
+    : __builtin_shuffle(*(const byoc_wf *)((row) + (off) / BYOC_WW * BYOC_WW + (at)), \
+                        *(const byoc_wf *)((row) + (off) / BYOC_WW * BYOC_WW + (at) + BYOC_WW), \
+                        BYOC_WIDX((off) % BYOC_WW)))
 /* MaxPool's fold, lane by lane: m > t ? m : t (a NaN tap is skipped unless it comes last). */
-static inline byoc_vf byoc_vmax(byoc_vf m, byoc_vf t) {
-    byoc_vf r;
-    for (int l = 0; l < BYOC_VW; l++) r[l] = m[l] > t[l] ? m[l] : t[l];
+static inline byoc_wf byoc_wmax(byoc_wf m, byoc_wf t) {
+    byoc_wf r;
+    for (int l = 0; l < BYOC_WW; l++) r[l] = m[l] > t[l] ? m[l] : t[l];
     return r;
 }
 /* a * b + c rounded once, lane by lane: one vector FMA where the CPU has them. */
 /* (Regions are compiled with -ffp-contract=off, so that a * b + c rounds twice as */
 /* onnxruntime's Mul and Add do; MLAS takes a conv's sum in its own order with FMAs.) */
-static inline byoc_vf byoc_vfma(byoc_vf a, byoc_vf b, byoc_vf c) {
+static inline byoc_wf byoc_wfma(byoc_wf a, byoc_wf b, byoc_wf c) {
 #if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
-    byoc_vf r;
-    for (int l = 0; l < BYOC_VW; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+    byoc_wf r;
+    for (int l = 0; l < BYOC_WW; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
     return r;
 #else
     return a * b + c;
 #endif
 }
-static inline byoc_vf byoc_vsplat(float x) {
-    byoc_vf v;
-    for (int l = 0; l < BYOC_VW; l++) v[l] = x;
+static inline byoc_wf byoc_wsplat(float x) {
+    byoc_wf v;
+    for (int l = 0; l < BYOC_WW; l++) v[l] = x;
     return v;
 }
 """

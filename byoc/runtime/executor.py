@@ -9,6 +9,7 @@ reported with the ONNX node's name and op.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import weakref
@@ -324,6 +325,9 @@ def _first_line(exc: BaseException) -> str:
 def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
     """Main's arguments from named inputs, refused with a clear error when they do not fit; a
     parameter with a default (``DEFAULTS``) takes it when not fed."""
+    args = _fitting_arrays(func, inputs)
+    if args is not None:
+        return args
     names = [p.name for p in func.params]
     unknown = [k for k in inputs if k not in names]
     if unknown:
@@ -344,7 +348,7 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         if not value.dtype.isnative:  # big-endian data: C and onnxruntime read native bytes
             value = value.astype(value.dtype.newbyteorder("="))
         if isinstance(t, TensorType):
-            if t.dtype is not None and value.dtype.name != t.dtype and not (
+            if t.dtype is not None and value.dtype != _np_dtype(t.dtype) and not (
                     t.dtype == "object" and value.dtype.kind in "OUS"):
                 raise InputError(f"input {p.name!r} must be {t.dtype}, got {value.dtype.name}")
             if t.dtype == "object" and value.dtype.kind in "US":  # strings as ONNX holds them
@@ -365,6 +369,59 @@ def check_inputs(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray]:
                         bound.setdefault(want, (got, p.name))
         args.append(value)
     return args
+
+
+_SPECS: dict[int, tuple[Function, list | None]] = {}
+
+
+def _fitting_arrays(func: Function, inputs: Mapping[str, Any]) -> list[np.ndarray] | None:
+    """The common case, checked in a few comparisons a parameter: every input fed as a native
+    array of the declared dtype and shape. None sends anything else through the full check
+    (which converts, takes defaults or says what is wrong)."""
+    entry = _SPECS.get(id(func))
+    if entry is None or entry[0] is not func:
+        if len(_SPECS) > 64:
+            _SPECS.clear()
+        entry = _SPECS[id(func)] = (func, _array_spec(func))
+    spec = entry[1]
+    if spec is None or len(inputs) != len(spec):
+        return None
+    bound: dict[str, int] = {}
+    args = []
+    for name, dtype, shape in spec:
+        value = inputs.get(name)
+        if type(value) is not np.ndarray or value.dtype is not dtype or value.ndim != len(shape):
+            return None
+        for want, got in zip(shape, value.shape):
+            if want != got and (type(want) is not str or bound.setdefault(want, got) != got):
+                return None
+        args.append(value)
+    return args
+
+
+def _array_spec(func: Function) -> list | None:
+    """(name, numpy dtype, shape) per parameter, or None if one is not a plain tensor."""
+    spec = []
+    for k, p in enumerate(func.params):
+        t = p.type
+        if not isinstance(t, TensorType) or t.shape is None or t.dtype in (None, "object") \
+                or any(d is not None and not isinstance(d, (int, str)) for d in t.shape) \
+                or not isinstance(_np_dtype(t.dtype), np.dtype):
+            return None
+        # an unknown dim ("?") binds a name no other dim has: any size fits
+        shape = tuple(f"?{k}.{i}" if d is None else d for i, d in enumerate(t.shape))
+        spec.append((p.name, _np_dtype(t.dtype), shape))
+    return spec
+
+
+@functools.lru_cache(maxsize=64)
+def _np_dtype(name: str) -> np.dtype | str:
+    """The numpy dtype an ONNX dtype name means (compared in C: a dtype's ``.name`` is built
+    in Python on each read); the name itself where numpy has no such dtype."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return name
 
 
 def _as_array(name: str, value: Any, t: TensorType) -> np.ndarray:

@@ -35,6 +35,13 @@ CONVS = {
     "depthwise_dilated": ((1, 6, 12, 19), (6, 1, 3, 3),
                           {"pads": [2, 0, 2, 1], "strides": [1, 2], "dilations": [2, 3],
                            "group": 6}),
+    # rows of whole vectors, and one float past them (a masked store of one lane)
+    "depthwise_5x5_whole_vectors": ((1, 4, 5, 32), (4, 1, 5, 5), {"pads": [2, 2, 2, 2],
+                                                                  "group": 4}),
+    "depthwise_5x5_one_past": ((1, 4, 3, 33), (4, 1, 5, 5), {"pads": [2, 2, 2, 2], "group": 4}),
+    # taps 18 floats along the row: read as whole vectors further on, then shifted
+    "depthwise_far_taps": ((1, 3, 6, 40), (3, 1, 3, 3), {"pads": [9, 9, 9, 9],
+                                                         "dilations": [9, 9], "group": 3}),
     "depthwise_1d": ((2, 6, 23), (6, 1, 5), {"pads": [2, 2], "strides": [2], "group": 6}),
     "conv_3x3": ((1, 13, 11, 10), (17, 13, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv_3x3_winograd": ((2, 32, 9, 13), (40, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
@@ -68,6 +75,8 @@ POOLS = {
                                                     "pads": [1, 1, 1, 1]}),
     "maxpool_dilated": ("MaxPool", (1, 4, 12, 14), {"kernel_shape": [2, 3], "strides": [1, 2],
                                                     "dilations": [2, 2]}),
+    "maxpool_row_of_16": ("MaxPool", (1, 3, 6, 16), {"kernel_shape": [3, 3],
+                                                     "pads": [1, 1, 1, 1]}),
     "maxpool_2x2": ("MaxPool", (1, 6, 10, 19), {"kernel_shape": [2, 2], "strides": [2, 2]}),
     "avgpool_3x3": ("AveragePool", (1, 8, 14, 14), {"kernel_shape": [3, 3],
                                                     "pads": [1, 1, 1, 1]}),

@@ -2,7 +2,7 @@
 
 Each input channel is copied into a zero-padded plane (``plane.py``); each output row is then
 computed in vectors of outputs, every tap one multiply-add of a whole vector with its weight
-in a register, at any stride, with FMAs (``byoc_vfma``: MLAS sums these in its own order
+in a register, at any stride, with FMAs (``byoc_wfma``: MLAS sums these in its own order
 with FMAs too). A native region's epilogue (Relu, a residual) runs on each channel's output
 while it is in cache.
 """
@@ -28,24 +28,24 @@ def emit_depthwise(ctx: Emit, x: Tensor, w: Tensor, bias: Tensor | None, out: Te
         emit_plane(ctx, channel, g, "0.0f")
         src.line(f"const float *restrict wk = {w.ptr} + co * {kh * kw};")
         for t in range(kh * kw):
-            src.line(f"const byoc_vf w{t} = byoc_vsplat(wk[{t}]);")
+            src.line(f"const byoc_wf w{t} = byoc_wsplat(wk[{t}]);")
         b = f"{bias.ptr}[co]" if bias is not None else "0.0f"
-        src.line(f"const byoc_vf bv = byoc_vsplat({b});")
+        src.line(f"const byoc_wf bv = byoc_wsplat({b});")
         src.line(f"float *restrict yc = {out.ptr} + nc * {oh * ow};")
-        emit_window_rows(ctx, g, "yc", lambda taps: _sums(taps, kw))
+        emit_window_rows(ctx, g, "yc", lambda taps, a, _: _sums(taps, kw, a))
         if epilogue != "0":
             src.line(f"({epilogue})->fn(yc, {oh * ow}, co, 1, {oh * ow}, ({epilogue})->ctx);")
     return epilogue != "0"
 
 
-def _sums(taps: list[str], kw: int) -> list[str]:
+def _sums(taps: list[str], kw: int, a: str) -> list[str]:
     """acc = bias + the taps' products: an FMA chain per kernel row (the chains run side by
     side, where one would wait on each FMA before the next), added in row order."""
     rows = [taps[i:i + kw] for i in range(0, len(taps), kw)]
     out = []
     for i, row in enumerate(rows):
-        first = f"byoc_vfma(w0, {row[0]}, bv)" if i == 0 else f"w{i * kw} * {row[0]}"
-        out.append(f"byoc_vf s{i} = {first};")
-        out += [f"s{i} = byoc_vfma(w{i * kw + j}, {v}, s{i});" for j, v in enumerate(row) if j]
-    out.append("byoc_vf acc = " + " + ".join(f"s{i}" for i in range(len(rows))) + ";")
+        first = f"byoc_wfma(w0, {row[0]}, bv)" if i == 0 else f"w{i * kw} * {row[0]}"
+        out.append(f"byoc_wf {a}_{i} = {first};")
+        out += [f"{a}_{i} = byoc_wfma(w{i * kw + j}, {v}, {a}_{i});" for j, v in enumerate(row) if j]
+    out.append(f"byoc_wf {a} = " + " + ".join(f"{a}_{i}" for i in range(len(rows))) + ";")
     return out

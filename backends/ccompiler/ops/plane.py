@@ -6,7 +6,7 @@ phase ``c % sw`` at ``c // sw``. Tap (i, j) of output (oh, ow) then reads elemen
 ``ow + (j * dw) // sw`` of phase ``(j * dw) % sw`` of plane row ``oh * sh + i * dh``:
 consecutive outputs read consecutive floats, stride 2 as well as 1 (no gather, no shuffle).
 Each phase reaches a whole vector past the last output, so a row is computed in vectors of
-``BYOC_VW`` outputs, the last one overlapping the one before when the row is not a multiple
+``BYOC_WW`` (16 with AVX-512) outputs, the last one overlapping the one before when the row is not a multiple
 of it (those lanes are computed twice, to the same values) and a row narrower than a vector
 goes through a vector on the stack.
 
@@ -54,8 +54,10 @@ class Plane:
 
     @property
     def phase(self) -> int:
-        """Floats per phase of a row: a vector's reach past the last output, for every tap."""
-        return max(self.ow, LANES) + (self.kw - 1) * self.dw // self.sw
+        """Floats per phase of a row, whole vectors of ``LANES``: as far as the loads of the
+        row's last vector reach for every tap (a tap is read as one or two aligned vectors)."""
+        last = (self.ow - 1) // LANES * LANES
+        return last + -(-((self.kw - 1) * self.dw // self.sw) // LANES) * LANES + LANES
 
     @property
     def width(self) -> int:
@@ -118,23 +120,31 @@ def emit_plane(ctx: Emit, channel: str, g: Plane, fill: str) -> str:
 
 
 def emit_window_rows(ctx: Emit, g: Plane, out_plane: str,
-                     combine: Callable[[list[str]], list[str]]) -> None:
+                     combine: Callable[[list[str], str, str], list[str]]) -> None:
     """Each output row of the plane at ``out_plane`` (OH x OW floats) in vectors: ``combine``
-    takes the taps' vector loads (C expressions, in (i, j) order) and returns the statements
-    computing ``byoc_vf acc`` from them (the statements may use ``oh`` and ``at``, the row's
-    first output the vector holds)."""
+    takes the taps' vectors (C expressions, in (i, j) order), the name of the ``byoc_wf`` to
+    compute from them and the output row (a C expression) and returns the statements (which
+    may also use ``at``, the row's first output the vector holds).
+
+    Vectors start at multiples of ``BYOC_WW``, where plane rows are aligned: a tap is one or
+    two aligned loads and a shift across them in registers (``byoc_wtap``), not a load that
+    straddles two cache lines (which costs two; a 5x5 window's 25 such loads per vector
+    were its bottleneck). A row's last, partial vector is stored masked."""
     src = ctx.src
+
+    def body(at: str) -> None:
+        src.line(f"const long at = {at};")
+        taps = [f"byoc_wtap(r{i}, {g.tap(j)}, at)" for i in range(g.kh) for j in range(g.kw)]
+        for line in combine(taps, "acc", "oh"):
+            src.line(line)
+
     with src.block(f"for (long oh = 0; oh < {g.oh}; oh++)"):
         for i in range(g.kh):
             src.line(f"const float *restrict r{i} = p + (oh * {g.sh} + {i * g.dh}) * {g.width};")
         src.line(f"float *restrict yr = {out_plane} + oh * {g.ow};")
-        # a vector at 0, BYOC_VW, ..., the last one ending at the row's end
-        with src.block(f"for (long o = 0; o < {g.ow}; o += BYOC_VW)"):
-            src.line(f"const long at = {g.ow} <= BYOC_VW ? 0 : "
-                     f"o + BYOC_VW > {g.ow} ? {g.ow} - BYOC_VW : o;")
-            taps = [f"*(const byoc_vf *)(r{i} + {g.tap(j)} + at)"
-                    for i in range(g.kh) for j in range(g.kw)]
-            for line in combine(taps):
-                src.line(line)
-            src.line(f"if ({g.ow} >= BYOC_VW) *(byoc_vf *)(yr + at) = acc;")
-            src.line(f"else memcpy(yr, &acc, {4 * g.ow});")
+        with src.block(f"for (long o = 0; o + BYOC_WW <= {g.ow}; o += BYOC_WW)"):
+            body("o")
+            src.line("*(byoc_wf *)(yr + at) = acc;")
+        with src.block(f"if ({g.ow} % BYOC_WW)"):
+            body(f"{g.ow} / BYOC_WW * BYOC_WW")
+            src.line(f"byoc_wstore_first(yr + at, acc, {g.ow} % BYOC_WW);")

@@ -37,8 +37,8 @@ def emit_max_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Te
     ctx.need("window")
     with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
         emit_plane(ctx, f"({x.ptr} + nc * {h * w})", g, "-INFINITY")
-        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps: [
-            f"byoc_vf acc = {taps[0]};", *(f"acc = byoc_vmax(acc, {t});" for t in taps[1:])])
+        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps, a, oh: [
+            f"byoc_wf {a} = {taps[0]};", *(f"{a} = byoc_wmax({a}, {t});" for t in taps[1:])])
 
 
 def _counts(size: int, out: int, k: int, s: int, begin: int, end: int, with_pad: bool
@@ -75,9 +75,9 @@ def emit_average_pool(ctx: Emit, call: Call, ins: list[Tensor | None],
     ctx.need("window")
     with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
         emit_plane(ctx, f"({x.ptr} + nc * {h * w})", g, "0.0f")
-        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps: [
-            "byoc_vf acc = byoc_vsplat(0.0f);", *(f"acc += {t};" for t in taps),
-            f"acc = acc / ({rt}[oh] * *(const byoc_vf *)({ct} + at));"])
+        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps, a, oh: [
+            f"byoc_wf {a} = byoc_wsplat(0.0f);", *(f"{a} += {t};" for t in taps),
+            f"{a} = {a} / ({rt}[{oh}] * *(const byoc_wf *)({ct} + at));"])
 
 
 def emit_global_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
