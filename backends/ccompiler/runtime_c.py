@@ -1173,12 +1173,17 @@ typedef int byoc_wi __attribute__((vector_size(4 * BYOC_WW)));
 #define byoc_wstore_first(p, v, n) memcpy((p), &(v), 4 * (n))
 #endif
 /* The vector of a plane row's floats at + off .. (at a multiple of BYOC_WW, the row */
-/* aligned, off a constant): an aligned load, or two and a shift across them. */
+/* aligned, off a constant): an aligned load, or two and a shift across them (one valignd */
+/* or vpalignr; SSE2 alone has no such shift, so there it is one unaligned load). */
+#if defined(__AVX__)
 #define byoc_wtap(row, off, at) ((off) % BYOC_WW == 0 \
     ? *(const byoc_wf *)((row) + (off) + (at)) \
     : __builtin_shuffle(*(const byoc_wf *)((row) + (off) / BYOC_WW * BYOC_WW + (at)), \
                         *(const byoc_wf *)((row) + (off) / BYOC_WW * BYOC_WW + (at) + BYOC_WW), \
                         BYOC_WIDX((off) % BYOC_WW)))
+#else
+#define byoc_wtap(row, off, at) (*(const byoc_wf *)((row) + (off) + (at)))
+#endif
 /* MaxPool's fold, lane by lane: m > t ? m : t (a NaN tap is skipped unless it comes last). */
 static inline byoc_wf byoc_wmax(byoc_wf m, byoc_wf t) {
     byoc_wf r;
