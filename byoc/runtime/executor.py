@@ -131,11 +131,6 @@ class Executable:
         return value if device == HOST else get_device(device).to_host(value)
 
     def _execute(self, plan: Plan, args: list, probe: Probe | None = None) -> list:
-        slots: list[Any] = [None] * plan.n_slots
-        for s, a in zip(plan.param_slots, args):
-            slots[s] = a
-        for s, v in plan.constants:
-            slots[s] = v
         with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, once a run
             if probe is None:
                 compiled = self._compiled(plan)
@@ -145,11 +140,23 @@ class Executable:
                                         [c[1] for c in plan.code])
                     except Exception:  # re-run interpreted: it reports (or recovers) per node
                         pass
+                slots = self._slots(plan, args)
                 self._loop(plan, slots)
             else:
+                slots = self._slots(plan, args)
                 self._probed_loop(plan, slots, probe)
                 complete(plan.func, probe)  # named constants: no kernel computes them
         return [slots[s] for s in plan.output_slots]
+
+    @staticmethod
+    def _slots(plan: Plan, args: list) -> list:
+        """The interpreter's value slots, parameters and constants filled in."""
+        slots: list[Any] = [None] * plan.n_slots
+        for s, a in zip(plan.param_slots, args):
+            slots[s] = a
+        for s, v in plan.constants:
+            slots[s] = v
+        return slots
 
     def _compiled(self, plan: Plan):
         key = id(plan)
