@@ -158,6 +158,16 @@ static void byoc_pack_b_mat(const void *src, long k0, long kc, long j0, long nc,
         if (n == BYOC_NR && b->cs == 1) {
             for (long k = 0; k < kc; k++)
                 for (int j = 0; j < BYOC_NR; j++) d[k * BYOC_NR + j] = s[k * b->rs + j];
+#if defined(__AVX512F__)
+        } else if (b->cs == 1) {  /* the last, narrower panel: masked loads, zeros past n */
+            const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+            const __mmask16 m1 = n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+            for (long k = 0; k < kc; k++) {
+                _mm512_storeu_ps(d + k * BYOC_NR, _mm512_maskz_loadu_ps(m0, s + k * b->rs));
+                _mm512_storeu_ps(d + k * BYOC_NR + 16,
+                                 _mm512_maskz_loadu_ps(m1, s + k * b->rs + 16));
+            }
+#endif
         } else {
             for (long k = 0; k < kc; k++) {
                 for (long j = 0; j < n; j++) d[k * BYOC_NR + j] = s[k * b->rs + j * b->cs];
@@ -194,13 +204,32 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
 #pragma GCC unroll 4
         for (int v = 0; v < BYOC_NV; v++) acc[i][v] = (byoc_gf){0};
     if (n <= BYOC_GW) {  /* a panel's last columns: one vector a row */
-        for (long k = 0; k < kc; k++) {
+        /* even and odd k in two sets of accumulators, added at the end: MR chains alone
+           wait on each FMA's latency (a 16-column panel cost as much as a 32-column one) */
+        byoc_gf odd[BYOC_MR];
+#pragma GCC unroll 32
+        for (int i = 0; i < BYOC_MR; i++) odd[i] = (byoc_gf){0};
+        long k = 0;
+        for (; k + 1 < kc; k += 2) {
+            const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
+            const float *b1 = off ? bp + off[k + 1] : bp + (k + 1) * BYOC_NR;
+            const byoc_gf b0 = *(const byoc_gf *)b, bo = *(const byoc_gf *)b1;
+            const float *a = ap + k * BYOC_MR;
+#pragma GCC unroll 32
+            for (int i = 0; i < BYOC_MR; i++) {
+                acc[i][0] += a[i] * b0;
+                odd[i] += a[BYOC_MR + i] * bo;
+            }
+        }
+        if (k < kc) {
             const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
             const byoc_gf b0 = *(const byoc_gf *)b;
             const float *a = ap + k * BYOC_MR;
 #pragma GCC unroll 32
             for (int i = 0; i < BYOC_MR; i++) acc[i][0] += a[i] * b0;
         }
+#pragma GCC unroll 32
+        for (int i = 0; i < BYOC_MR; i++) acc[i][0] += odd[i];
     } else {
         for (long k = 0; k < kc; k++) {
             const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
@@ -298,6 +327,57 @@ static long byoc_gemm_scratch(long n, long k) {  /* floats; as gemm_scratch in r
 /* Rows i0..i1, columns j0..j1 of C (i0 a multiple of MR): the blocked loops, each element's
    sum over K taken in the same order wherever the block starts, so that any cut of C into
    blocks gives the same numbers. */
+/* Columns past a panel's whole vectors taken by byoc_ukernel_few (at most this many). */
+#define BYOC_FEW_COLS 4
+typedef float byoc_f8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+/* c[m x nd] (+)= an MR-row panel of A times nd (<= BYOC_FEW_COLS) columns of a packed panel
+   (row k at bp + k * NR): vectors down A's column k (its MR floats side by side in the panel)
+   times each column's float, so that a 7x7 map's 49th column costs an FMA of 8 lanes per k,
+   where a vector across columns cost 6 of 16. */
+static inline __attribute__((always_inline)) void byoc_ukernel_few_n(
+        long kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+        long ldc, long m, const long nd, int accumulate) {
+    /* four sets of accumulators, k mod 4, added at the end: one chain waits on each FMA */
+    byoc_f8 acc[4][BYOC_FEW_COLS] = {{{0}}};
+    long k = 0;
+    for (; k + 4 < kc; k += 4)  /* 8 floats from column k: lanes MR.. belong to k + 1 */
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            const byoc_f8 a = *(const byoc_f8 *)(ap + (k + u) * BYOC_MR);
+            const float *b = bp + (k + u) * BYOC_NR;
+#pragma GCC unroll 4
+            for (int j = 0; j < BYOC_FEW_COLS; j++)
+                if (j < nd) acc[u][j] += a * b[j];
+        }
+    for (; k < kc; k++) {  /* the panel's last columns: nothing may be read past it */
+        byoc_f8 a = {0};
+        memcpy(&a, ap + k * BYOC_MR, sizeof(float) * BYOC_MR);
+        const float *b = bp + k * BYOC_NR;
+#pragma GCC unroll 4
+        for (int j = 0; j < BYOC_FEW_COLS; j++)
+            if (j < nd) acc[0][j] += a * b[j];
+    }
+    for (long j = 0; j < nd; j++) {
+        const byoc_f8 s = (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j]);
+        for (long i = 0; i < m; i++) {
+            float *r = c + i * ldc + j;
+            *r = accumulate ? *r + s[i] : s[i];
+        }
+    }
+}
+
+/* One body per column count: no test of it per k. */
+static void byoc_ukernel_few(long kc, const float *restrict ap, const float *restrict bp,
+                             float *restrict c, long ldc, long m, long nd, int accumulate) {
+    switch (nd) {
+    case 1: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 1, accumulate); break;
+    case 2: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 2, accumulate); break;
+    case 3: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 3, accumulate); break;
+    default: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 4, accumulate); break;
+    }
+}
+
 static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, long j1,
                             float *ws) {
     long K = g->K, kcmax = K < BYOC_KC ? K : BYOC_KC;
@@ -321,11 +401,19 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                     long jend = nc - je < BYOC_EPI_W ? nc : je + BYOC_EPI_W;
                     for (long jr = je; jr < jend; jr += BYOC_NR) {
                         long n = nc - jr < BYOC_NR ? nc - jr : BYOC_NR;
+                        /* a few columns past a whole vector (a 7x7 map's 49 = 32 + 16 + 1)
+                           down A's columns: a vector across them costs as much as 16 */
+                        long nd = n % BYOC_GW <= BYOC_FEW_COLS ? n % BYOC_GW : 0;
                         for (long ir = 0; ir < mc; ir += BYOC_MR) {
                             long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                            byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0,
-                                         g->C + (ic + ir) * ldc + jc + jr, ldc, m, n,
-                                         g->accumulate || pc > 0);
+                            float *cr = g->C + (ic + ir) * ldc + jc + jr;
+                            int acc = g->accumulate || pc > 0;
+                            if (n > nd)
+                                byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0, cr, ldc, m,
+                                             n - nd, acc);
+                            if (nd)
+                                byoc_ukernel_few(kc, a + ir * kc, bp + jr * kc + n - nd,
+                                                 cr + n - nd, ldc, m, nd, acc);
                         }
                     }
                     if (g->epi && pc + kc == K)

@@ -22,6 +22,9 @@ CONVS = {
     "pointwise": ((2, 24, 7, 9), (20, 24, 1, 1), {}),
     "pointwise_se": ((2, 40, 1, 1), (10, 40, 1, 1), {}),  # one pixel: a matrix-vector product
     "pointwise_wide": ((1, 64, 3, 5), (33, 64, 1, 1), {}),
+    # maps of 36 and 49: the columns past whole vectors down A's columns, over three K blocks
+    "pointwise_deep_6x6": ((1, 600, 6, 6), (13, 600, 1, 1), {}),
+    "pointwise_deep_7x7": ((2, 300, 7, 7), (20, 300, 1, 1), {}),
     "pointwise_strided": ((1, 16, 9, 11), (24, 16, 1, 1), {"strides": [2, 2]}),
     "pointwise_grouped": ((1, 16, 5, 6), (12, 4, 1, 1), {"group": 4}),
     "depthwise_3x3": ((2, 12, 13, 17), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),
