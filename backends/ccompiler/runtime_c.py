@@ -597,10 +597,10 @@ static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long
 
 /* Packs B of a conv's GEMM, the im2col matrix B[(c, kh, kw)][(oh, ow)], from the padded input
    (im2col without its buffer). A panel's NR output positions lie on one or a few output rows:
-   per (c, kh, kw), each row segment of a panel is one whole vector copy at stride 1 or 2
-   (later segments' copies overwrite the lanes an earlier one overran; the last one's overrun
-   lands past the row, in what is packed next or in the scratch's slack), an exact strided
-   copy otherwise. */
+   per (c, kh, kw), each row segment of a panel is copied in whole vectors at stride 1 or 2,
+   as many as its length needs (later segments' copies overwrite the lanes an earlier one
+   overran; the last one's overrun lands past the row, in what is packed next or in the
+   scratch's slack), an exact strided copy otherwise. */
 static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long nc, float *bp) {
     const byoc_padded *v = (const byoc_padded *)src;
     const long khw = v->KH * v->KW, plane = v->HP * v->WP, sw = v->SW;
@@ -621,12 +621,13 @@ static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long 
             for (long g = 0; g < segs; g++) {
                 const float *s = xr + seg_at[g];
                 float *dl = d + seg_lane[g];
+                const long len = seg_lane[g + 1] - seg_lane[g];  /* vectors as far as it */
                 if (sw == 1) {
-                    for (int q = 0; q < BYOC_NR; q += BYOC_VW)
+                    for (long q = 0; q < len; q += BYOC_VW)
                         *(byoc_vf *)(dl + q) = *(const byoc_vf *)(s + q);
                 } else if (sw == 2) { /* the even lanes of two vectors, for each vector */
                     const byoc_vf *sv = (const byoc_vf *)s;
-                    for (int q = 0; q < BYOC_NR / BYOC_VW; q++)
+                    for (long q = 0; q * BYOC_VW < len; q++)
                         *(byoc_vf *)(dl + q * BYOC_VW) =
                             __builtin_shuffle(sv[2 * q], sv[2 * q + 1], BYOC_EVEN);
                 } else {
