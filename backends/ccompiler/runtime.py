@@ -161,8 +161,8 @@ class Specialization:
             ws = self._workspace()
         try:
             self._use_threads(self.threads)  # the pool's count for this thread's call
-            pointers = [*(ptr(d, a) for d, a in zip(self._in_decls, arrays)),
-                        *(ptr(d, o) for (_, _, d), o in zip(self._outs, outs))]
+            pointers = [ptr(d, a) for d, a in zip(self._in_decls, arrays)]
+            pointers += [ptr(d, o) for (_, _, d), o in zip(self._outs, outs)]
             if self._arg_table:  # the buffers stay alive in ``pointers`` beside the table
                 self._fn(self._ffi.new("void *[]", pointers), self._consts, ws[1])
             else:
@@ -235,13 +235,13 @@ class CompiledRegion:
 
     def __call__(self, *arrays) -> tuple[np.ndarray, ...]:
         # np.asarray(order="C") rather than ascontiguousarray, which makes a 0-d array 1-d.
-        arrays = tuple(np.asarray(a, order="C") for a in arrays)
+        arrays = [np.asarray(a, order="C") for a in arrays]  # a list: no generator to run
         return self.variant(arrays)(arrays)
 
     def variant(self, arrays: Sequence[np.ndarray]) -> Callable[[Sequence[np.ndarray]], tuple]:
         """What runs these (C-contiguous) arrays: a ``Specialization``, built on first use, or
         the host's fallback."""
-        sig = tuple((a.shape, a.dtype) for a in arrays)
+        sig = tuple([(a.shape, a.dtype) for a in arrays])
         key = (sig, *(arrays[k].tobytes() for k in self._by_value)) if self._by_value else sig
         if self.profiling:
             key = ("profile", key)

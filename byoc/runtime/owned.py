@@ -24,6 +24,14 @@ def _owner(a: np.ndarray) -> object:
 def owned_outputs(outputs: Sequence[Any], inputs: Sequence[Any]) -> list[Any]:
     """``outputs`` with every array that shares memory with an input, an earlier output or a
     read-only buffer replaced by a copy; sequences (lists) are handled element by element."""
+    if len(outputs) == 1:  # the common case, in a few comparisons: one fresh writable array
+        out = outputs[0]
+        if type(out) is np.ndarray and out.base is None and out.flags.writeable:
+            for a in inputs:  # (a sequence input: the full check below)
+                if type(a) is not np.ndarray or a is out or a.base is out:
+                    break
+            else:
+                return [out]
     seen = {id(_owner(a)) for a in _arrays(inputs)}
     result = []
     for out in outputs:

@@ -284,6 +284,20 @@ def test_writing_into_an_output_changes_no_input_weight_or_other_output(backend:
     assert not [c for c in compare_outputs(again, want) if not c.ok]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", [None, "Identity", "Flatten"])
+def test_a_model_s_one_output_is_its_own_when_it_is_the_input(backend: str, op: str | None
+                                                              ) -> None:
+    """One output, the input itself (no node) or a view of it: the check for one fresh output
+    (a few comparisons) must not let it through uncopied."""
+    nodes = [helper.make_node(op, ["x"], ["y"])] if op else []
+    model = make_model(nodes, [("x", FLOAT, [2, 3])], [("y" if op else "x", FLOAT, [2, 3])])
+    x = np.zeros((2, 3), np.float32)  # an array of its own (no base), as a caller's often is
+    (out,) = _build(model, backend).run({"x": x}).values()
+    out[...] = 99
+    np.testing.assert_array_equal(x, np.zeros((2, 3), np.float32))
+
+
 # -- empty axes -----------------------------------------------------------------------------------
 
 
