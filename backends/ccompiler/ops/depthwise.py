@@ -39,13 +39,14 @@ def emit_depthwise(ctx: Emit, x: Tensor, w: Tensor, bias: Tensor | None, out: Te
 
 
 def _sums(taps: list[str], kw: int, a: str) -> list[str]:
-    """acc = bias + the taps' products: an FMA chain per kernel row (the chains run side by
+    """``a`` = bias + the taps' products: an FMA chain per kernel row (the chains run side by
     side, where one would wait on each FMA before the next), added in row order."""
     rows = [taps[i:i + kw] for i in range(0, len(taps), kw)]
     out = []
     for i, row in enumerate(rows):
         first = f"byoc_wfma(w0, {row[0]}, bv)" if i == 0 else f"w{i * kw} * {row[0]}"
         out.append(f"byoc_wf {a}_{i} = {first};")
-        out += [f"{a}_{i} = byoc_wfma(w{i * kw + j}, {v}, {a}_{i});" for j, v in enumerate(row) if j]
+        out += [f"{a}_{i} = byoc_wfma(w{i * kw + j}, {v}, {a}_{i});"
+                for j, v in enumerate(row) if j]
     out.append(f"byoc_wf {a} = " + " + ".join(f"{a}_{i}" for i in range(len(rows))) + ";")
     return out

@@ -5,10 +5,10 @@ A plane row is the padded input row split into ``sw`` phases: padded column ``c`
 phase ``c % sw`` at ``c // sw``. Tap (i, j) of output (oh, ow) then reads element
 ``ow + (j * dw) // sw`` of phase ``(j * dw) % sw`` of plane row ``oh * sh + i * dh``:
 consecutive outputs read consecutive floats, stride 2 as well as 1 (no gather, no shuffle).
-Each phase reaches a whole vector past the last output, so a row is computed in vectors of
-``BYOC_WW`` (16 with AVX-512) outputs, the last one overlapping the one before when the row is not a multiple
-of it (those lanes are computed twice, to the same values) and a row narrower than a vector
-goes through a vector on the stack.
+A phase is whole vectors long and reaches past the last output for every tap, so a row is
+computed in vectors of ``BYOC_WW`` outputs (16 with AVX-512) starting at multiples of it, each
+tap one aligned load or two shifted in registers, and a row's last, partial vector is a masked
+store.
 
 Depthwise convs pad with zeros, max pools with -infinity, average pools with zeros (a padded
 tap adds +0 to a sum started at +0: the sum of the real taps, bit for bit).
