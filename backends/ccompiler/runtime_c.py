@@ -597,6 +597,38 @@ static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long
     memset(xp + C * HP * WP, 0, sizeof(float) * BYOC_PAD_SLACK);
 }
 
+typedef struct {
+    const float *x;
+    long H, W, OH, OW, SH, SW;
+    float *xs;
+} byoc_subsample_job;
+
+/* Channels c0..c1: xs[c][oh][ow] = x[c][oh * SH][ow * SW] (stride 2 along a row: the even
+   lanes of two vectors). */
+static void byoc_subsample_channels(void *ctx, long c0, long c1) {
+    const byoc_subsample_job *p = (const byoc_subsample_job *)ctx;
+    const long W = p->W, OW = p->OW, SW = p->SW;
+    for (long c = c0; c < c1; c++)
+        for (long oh = 0; oh < p->OH; oh++) {
+            const float *s = p->x + (c * p->H + oh * p->SH) * W;
+            float *d = p->xs + (c * p->OH + oh) * OW;
+            long ow = 0;
+            if (SW == 2)
+                for (; ow + BYOC_VW <= OW && 2 * (ow + BYOC_VW) <= W; ow += BYOC_VW) {
+                    const byoc_vf *sv = (const byoc_vf *)(s + 2 * ow);
+                    *(byoc_vf *)(d + ow) = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
+                }
+            for (; ow < OW; ow++) d[ow] = s[ow * SW];
+        }
+}
+
+static void byoc_subsample_input(const float *x, long C, long H, long W, long OH, long OW,
+                                 long SH, long SW, float *xs) {
+    byoc_subsample_job p = {x, H, W, OH, OW, SH, SW, xs};
+    if (C * OH * OW >= BYOC_PAR_WORK) byoc_parallel(C, byoc_subsample_channels, &p);
+    else byoc_subsample_channels(&p, 0, C);
+}
+
 /* Packs B of a conv's GEMM, the im2col matrix B[(c, kh, kw)][(oh, ow)], from the padded input
    (im2col without its buffer). A panel's NR output positions lie on one or a few output rows:
    per (c, kh, kw), each row segment of a panel is copied in whole vectors at stride 1 or 2,
@@ -683,6 +715,16 @@ static void byoc_conv_group(const byoc_conv_job *j, long n, long g, float *ws) {
     if (j->pointwise) {
         byoc_mat b = {xg, j->H * j->W, 1};
         byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, e);
+    } else if (j->KH == 1 && j->KW == 1 && j->PH == 0 && j->PW == 0
+               && (j->OH - 1) * j->SH < j->H && (j->OW - 1) * j->SW < j->W) {
+        /* a strided 1x1 conv (a residual block's downsampling): the positions it reads
+           gathered once, a quarter of the input at stride 2, then a plain GEMM over them;
+           a padded copy of the whole input and a strided im2col cost more */
+        float *xs = ws;
+        byoc_subsample_input(xg, cg, j->H, j->W, j->OH, j->OW, j->SH, j->SW, xs);
+        byoc_mat b = {xs, ohw, 1};
+        byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0,
+                  ws + byoc_conv_pad_floats(j), e);
     } else {
         float *xp = ws;  /* a padded copy of the group, made once, spares the packer its checks */
         byoc_pad_input(xg, cg, j->H, j->W, j->PH, j->PW, j->HP, j->WP, xp);

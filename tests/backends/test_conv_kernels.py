@@ -26,6 +26,11 @@ CONVS = {
     "pointwise_deep_6x6": ((1, 600, 6, 6), (13, 600, 1, 1), {}),
     "pointwise_deep_7x7": ((2, 300, 7, 7), (20, 300, 1, 1), {}),
     "pointwise_strided": ((1, 16, 9, 11), (24, 16, 1, 1), {"strides": [2, 2]}),
+    # strided 1x1: the positions read gathered first (rows of two vectors and a scalar tail);
+    # with an end pad a window reaches, the padded im2col instead
+    "pointwise_strided_wide": ((1, 8, 6, 37), (12, 8, 1, 1), {"strides": [2, 2]}),
+    "pointwise_strided_end_pad": ((1, 8, 6, 6), (12, 8, 1, 1), {"strides": [2, 2],
+                                                                "pads": [0, 0, 1, 1]}),
     "pointwise_grouped": ((1, 16, 5, 6), (12, 4, 1, 1), {"group": 4}),
     "depthwise_3x3": ((2, 12, 13, 17), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),
     "depthwise_3x3_s2": ((1, 8, 15, 20), (8, 1, 3, 3),
