@@ -46,6 +46,11 @@ static inline void *byoc_task_scratch(long bytes) { return byoc_rt->scratch(1, b
 /* Work (multiply-adds, or elements times cost) below which a kernel stays on one thread */
 /* (a GEMM: 4x it, ~15 us on AVX-512; a smaller one cut cost more than it saved in ViT). */
 #define BYOC_PAR_WORK 262144L
+/* fn over 0..n: on the pool when the work is BYOC_PAR_WORK or more, else on this thread */
+static inline void byoc_parallel_if(long work, long n, byoc_task_fn fn, void *ctx) {
+    if (work >= BYOC_PAR_WORK) byoc_parallel(n, fn, ctx);
+    else fn(ctx, 0, n);
+}
 """
 
 _RT_DEF = r"""
@@ -139,6 +144,12 @@ _GEMM = r"""
 #define BYOC_GW BYOC_VW
 #endif
 typedef float byoc_gf __attribute__((vector_size(4 * BYOC_GW), aligned(4), may_alias));
+#if defined(__AVX512F__)
+/* the first `lanes` of 16 (all past 16, none below 1): a partial vector's mask */
+static inline __mmask16 byoc_mask16(long lanes) {
+    return lanes >= 16 ? 0xFFFF : lanes > 0 ? (__mmask16)((1u << lanes) - 1) : 0;
+}
+#endif
 #define BYOC_MR 6
 #define BYOC_NR (2 * BYOC_GW)
 #define BYOC_KC 256
@@ -160,8 +171,7 @@ static void byoc_pack_b_mat(const void *src, long k0, long kc, long j0, long nc,
                 for (int j = 0; j < BYOC_NR; j++) d[k * BYOC_NR + j] = s[k * b->rs + j];
 #if defined(__AVX512F__)
         } else if (b->cs == 1) {  /* the last, narrower panel: masked loads, zeros past n */
-            const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-            const __mmask16 m1 = n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+            const __mmask16 m0 = byoc_mask16(n), m1 = byoc_mask16(n - 16);
             for (long k = 0; k < kc; k++) {
                 _mm512_storeu_ps(d + k * BYOC_NR, _mm512_maskz_loadu_ps(m0, s + k * b->rs));
                 _mm512_storeu_ps(d + k * BYOC_NR + 16,
@@ -257,10 +267,7 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
 #if defined(__AVX512F__)
     /* the n columns of each row through masked loads and stores (no access past them) */
     __mmask16 mask[BYOC_NV];
-    for (int v = 0; v < BYOC_NV; v++) {
-        long lanes = n - v * 16;
-        mask[v] = lanes >= 16 ? 0xFFFF : lanes > 0 ? (__mmask16)((1u << lanes) - 1) : 0;
-    }
+    for (int v = 0; v < BYOC_NV; v++) mask[v] = byoc_mask16(n - v * 16);
     for (long i = 0; i < m; i++)
         for (int v = 0; v < BYOC_NV; v++) {
             float *ci = c + i * ldc + v * 16;
@@ -324,9 +331,6 @@ static long byoc_gemm_scratch(long n, long k) {  /* floats; as gemm_scratch in r
     return ((BYOC_MC + BYOC_MR) * kc + 15) / 16 * 16 + kc * (nc + BYOC_NR) + BYOC_NR;
 }
 
-/* Rows i0..i1, columns j0..j1 of C (i0 a multiple of MR): the blocked loops, each element's
-   sum over K taken in the same order wherever the block starts, so that any cut of C into
-   blocks gives the same numbers. */
 /* Columns past a panel's whole vectors taken by byoc_ukernel_few (at most this many). */
 #define BYOC_FEW_COLS 4
 typedef float byoc_f8 __attribute__((vector_size(32), aligned(4), may_alias));
@@ -378,6 +382,9 @@ static void byoc_ukernel_few(long kc, const float *restrict ap, const float *res
     }
 }
 
+/* Rows i0..i1, columns j0..j1 of C (i0 a multiple of MR): the blocked loops, each element's
+   sum over K taken in the same order wherever the block starts, so that any cut of C into
+   blocks gives the same numbers. */
 static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, long j1,
                             float *ws) {
     long K = g->K, kcmax = K < BYOC_KC ? K : BYOC_KC;
@@ -388,6 +395,7 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
         long nc = j1 - jc < BYOC_NC ? j1 - jc : BYOC_NC;
         for (long pc = 0; pc < K; pc += BYOC_KC) {
             long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
+            const int acc = g->accumulate || pc > 0;  /* onto C: asked, or K blocks before */
             if (g->bshared)
                 bp = g->bshared + (pc / BYOC_KC * g->njc + jc / BYOC_NC) * g->bstride;
             else
@@ -407,7 +415,6 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                         for (long ir = 0; ir < mc; ir += BYOC_MR) {
                             long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
                             float *cr = g->C + (ic + ir) * ldc + jc + jr;
-                            int acc = g->accumulate || pc > 0;
                             if (n > nd)
                                 byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0, cr, ldc, m,
                                              n - nd, acc);
@@ -592,8 +599,7 @@ static void byoc_pad_channels(void *ctx, long c0, long c1) {
 static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long PW, long HP,
                            long WP, float *xp) {
     byoc_pad_job p = {x, H, W, PH, PW, HP, WP, xp};
-    if (C * HP * WP >= BYOC_PAR_WORK) byoc_parallel(C, byoc_pad_channels, &p);
-    else byoc_pad_channels(&p, 0, C);
+    byoc_parallel_if(C * HP * WP, C, byoc_pad_channels, &p);
     memset(xp + C * HP * WP, 0, sizeof(float) * BYOC_PAD_SLACK);
 }
 
@@ -625,8 +631,7 @@ static void byoc_subsample_channels(void *ctx, long c0, long c1) {
 static void byoc_subsample_input(const float *x, long C, long H, long W, long OH, long OW,
                                  long SH, long SW, float *xs) {
     byoc_subsample_job p = {x, H, W, OH, OW, SH, SW, xs};
-    if (C * OH * OW >= BYOC_PAR_WORK) byoc_parallel(C, byoc_subsample_channels, &p);
-    else byoc_subsample_channels(&p, 0, C);
+    byoc_parallel_if(C * OH * OW, C, byoc_subsample_channels, &p);
 }
 
 /* Packs B of a conv's GEMM, the im2col matrix B[(c, kh, kw)][(oh, ow)], from the padded input
@@ -883,8 +888,7 @@ void byoc_conv_direct(const float *x, const float *wp, const float *bias, float 
                 off[k] = (c * HP + kh * DH) * RS + kw * DW % SW * PL + kw * DW / SW;
     for (long n = 0; n < N; n++) {
         byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, SW, PL, PH, PW};
-        if (C * HP * RS >= BYOC_PAR_WORK) byoc_parallel(C, byoc_dc_fill, &p);
-        else byoc_dc_fill(&p, 0, C);
+        byoc_parallel_if(C * HP * RS, C, byoc_dc_fill, &p);
         byoc_dc_job j = {planes, wp, bias, off, y + n * M * OH * OW, M, K, OH, OW, SH, RS,
                          (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, epi};
         if ((double)M * K * OH * OW >= (double)BYOC_PAR_WORK * 4) byoc_parallel(OH, byoc_dc_rows, &j);
@@ -1195,8 +1199,7 @@ void byoc_conv_transpose2d(const float *x, const float *w, const float *bias, fl
             byoc_gemm_mat(rows, hw, cg, 1.0f, a, b, cols, hw, 0, scratch, 0);
             byoc_col2im_job c = {cols, bias ? bias + g * mg : 0, y + (n * M + g * mg) * OH * OW,
                                  H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW};
-            if (mg * KH * KW * hw >= BYOC_PAR_WORK) byoc_parallel(mg, byoc_col2im, &c);
-            else byoc_col2im(&c, 0, mg);
+            byoc_parallel_if(mg * KH * KW * hw, mg, byoc_col2im, &c);
         }
 }
 """
@@ -1238,8 +1241,7 @@ void byoc_maxpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
                            long KH, long KW, long SH, long SW, long PH, long PW,
                            long DH, long DW) {
     byoc_pool_job j = {x, y, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, 0, 0, 0};
-    if (NC * OH * OW * KH * KW >= BYOC_PAR_WORK) byoc_parallel(NC, byoc_maxpool_planes, &j);
-    else byoc_maxpool_planes(&j, 0, NC);
+    byoc_parallel_if(NC * OH * OW * KH * KW, NC, byoc_maxpool_planes, &j);
 }
 
 /* Average over the window; with count_include_pad the divisor counts padding but not what a
@@ -1271,8 +1273,7 @@ void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, 
                            long KH, long KW, long SH, long SW, long PH, long PW, long PHE,
                            long PWE, int count_pad) {
     byoc_pool_job j = {x, y, H, W, OH, OW, KH, KW, SH, SW, PH, PW, 1, 1, PHE, PWE, count_pad};
-    if (NC * OH * OW * KH * KW >= BYOC_PAR_WORK) byoc_parallel(NC, byoc_avgpool_planes, &j);
-    else byoc_avgpool_planes(&j, 0, NC);
+    byoc_parallel_if(NC * OH * OW * KH * KW, NC, byoc_avgpool_planes, &j);
 }
 """
 
