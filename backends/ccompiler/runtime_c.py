@@ -211,12 +211,13 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
 #define BYOC_NV (BYOC_NR / BYOC_GW)
 static void byoc_ukernel(long kc, const float *restrict ap, const float *restrict bp,
                          const long *restrict off, float *restrict c, long ldc, long m, long n,
-                         int accumulate) {
+                         int accumulate, const float *restrict bias) {
     byoc_gf acc[BYOC_MR][BYOC_NV];
 #pragma GCC unroll 32
     for (int i = 0; i < BYOC_MR; i++)
 #pragma GCC unroll 4
-        for (int v = 0; v < BYOC_NV; v++) acc[i][v] = (byoc_gf){0};
+        for (int v = 0; v < BYOC_NV; v++)
+            acc[i][v] = (byoc_gf){0} + (bias && i < m ? bias[i] : 0.0f);
     if (n <= BYOC_GW) {  /* a panel's last columns: one vector a row */
         /* even and odd k in two sets of accumulators, added at the end: MR chains alone
            wait on each FMA's latency (a 16-column panel cost as much as a 32-column one) */
@@ -423,7 +424,7 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                             float *cr = g->C + (ic + ir) * ldc + jc + jr;
                             if (n > nd)
                                 byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0, cr, ldc, m,
-                                             n - nd, acc);
+                                             n - nd, acc, 0);
                             if (nd)
                                 byoc_ukernel_few(kc, a + ir * kc, bp + jr * kc + n - nd,
                                                  cr + n - nd, ldc, m, nd, acc);
@@ -858,20 +859,14 @@ static void byoc_dc_rows(void *ctx, long r0, long r1) {
                             long n = OW - ow < BYOC_NR ? OW - ow : BYOC_NR;
                             byoc_ukernel(kc, a + ir * kc, row + ow, j->off + pc,
                                          j->y + (ic + ir) * ohw + oh * OW + ow, ohw, m, n,
-                                         pc > 0);
+                                         pc > 0, pc == 0 && j->bias ? j->bias + ic + ir : 0);
                         }
                     }
-                }
-                if (pc + kc == K && (j->bias || j->epi)) {
-                    float *yr = j->y + ic * ohw + b0 * OW;
-                    const long q1 = (b1 - b0) * OW;
-                    if (j->bias)
-                        for (long i = 0; i < mc; i++) {
-                            const float b = j->bias[ic + i];
-                            float *restrict yi = yr + i * ohw;
-                            for (long q = 0; q < q1; q++) yi[q] += b;
-                        }
-                    if (j->epi) j->epi->fn(yr, ohw, ic, mc, q1, j->epi->ctx);
+                    /* the panel's finished rows get the epilogue while in L1 (after all of a
+                       block's channels, 250 KB for a stem, they had left it) */
+                    if (pc + kc == K && j->epi)
+                        j->epi->fn(j->y + (ic + ir) * ohw + b0 * OW, ohw, ic + ir, m,
+                                   (b1 - b0) * OW, j->epi->ctx);
                 }
             }
         }
