@@ -326,6 +326,7 @@ typedef struct {
     float *C;
     long ldc;
     int accumulate, by_rows;
+    const float *bias;  /* each row's, added to C (not with accumulate), or 0 */
     const byoc_epi *epi;
     /* B packed once for all tasks (a row cut), or 0: block (pc / KC, jc / NC) at
        bshared + (pc / KC * njc + jc / NC) * bstride */
@@ -348,9 +349,14 @@ typedef float byoc_f8 __attribute__((vector_size(32), aligned(4), may_alias));
    where a vector across columns cost 6 of 16. */
 static inline __attribute__((always_inline)) void byoc_ukernel_few_n(
         long kc, const float *restrict ap, const float *restrict bp, float *restrict c,
-        long ldc, long m, const long nd, int accumulate) {
+        long ldc, long m, const long nd, int accumulate, const float *restrict bias) {
     /* four sets of accumulators, k mod 4, added at the end: one chain waits on each FMA */
     byoc_f8 acc[4][BYOC_FEW_COLS] = {{{0}}};
+    if (bias) {
+        byoc_f8 b = {0};
+        memcpy(&b, bias, sizeof(float) * m);
+        for (int j = 0; j < BYOC_FEW_COLS; j++) acc[0][j] = b;
+    }
     long k = 0;
     for (; k + 4 < kc; k += 4)  /* 8 floats from column k: lanes MR.. belong to k + 1 */
 #pragma GCC unroll 4
@@ -380,12 +386,13 @@ static inline __attribute__((always_inline)) void byoc_ukernel_few_n(
 
 /* One body per column count: no test of it per k. */
 static void byoc_ukernel_few(long kc, const float *restrict ap, const float *restrict bp,
-                             float *restrict c, long ldc, long m, long nd, int accumulate) {
+                             float *restrict c, long ldc, long m, long nd, int accumulate,
+                             const float *restrict bias) {
     switch (nd) {
-    case 1: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 1, accumulate); break;
-    case 2: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 2, accumulate); break;
-    case 3: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 3, accumulate); break;
-    default: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 4, accumulate); break;
+    case 1: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 1, accumulate, bias); break;
+    case 2: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 2, accumulate, bias); break;
+    case 3: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 3, accumulate, bias); break;
+    default: byoc_ukernel_few_n(kc, ap, bp, c, ldc, m, 4, accumulate, bias); break;
     }
 }
 
@@ -422,12 +429,13 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                         for (long ir = 0; ir < mc; ir += BYOC_MR) {
                             long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
                             float *cr = g->C + (ic + ir) * ldc + jc + jr;
+                            const float *bias = g->bias && !acc ? g->bias + ic + ir : 0;
                             if (n > nd)
                                 byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0, cr, ldc, m,
-                                             n - nd, acc, 0);
+                                             n - nd, acc, bias);
                             if (nd)
                                 byoc_ukernel_few(kc, a + ir * kc, bp + jr * kc + n - nd,
-                                                 cr + n - nd, ldc, m, nd, acc);
+                                                 cr + n - nd, ldc, m, nd, acc, bias);
                         }
                     }
                     if (g->epi && pc + kc == K)
@@ -468,21 +476,24 @@ static void byoc_gemm_task(void *ctx, long lo, long hi) {
 
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
 /* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
+/* bias (or 0): each row's, the sums' start (not with accumulate). */
 /* epi (or 0) runs on each mc x BYOC_EPI_W tile of C once its last K block is stored, in cache. */
 /* On the pool when the product is big: over column panels (each task packs its own part of B;
    A, unless packed already, is packed by every task), over row panels when there are few
    columns (B packed by every task). */
 static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                       const float *apacked, byoc_pack_fn pack, const void *bsrc, float *C,
-                      long ldc, int accumulate, float *ws, const byoc_epi *epi) {
+                      long ldc, int accumulate, float *ws, const float *bias,
+                      const byoc_epi *epi) {
     if (K == 0) {
         if (!accumulate)
-            for (long i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * N);
+            for (long i = 0; i < M; i++)
+                for (long j = 0; j < N; j++) C[i * ldc + j] = bias ? bias[i] : 0.0f;
         if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
-    byoc_gemm_job g = {M, N, K, alpha, A, apacked, pack, bsrc, C, ldc, accumulate, 0, epi,
-                       0, 0, 0};
+    byoc_gemm_job g = {M, N, K, alpha, A, apacked, pack, bsrc, C, ldc, accumulate, 0,
+                       accumulate ? 0 : bias, epi, 0, 0, 0};
     int threads = byoc_threads();
     if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
         long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
@@ -563,7 +574,7 @@ void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
         if (epi) epi->fn(C, ldc, 0, M, N, epi->ctx);
         return;
     }
-    byoc_gemm(M, N, K, alpha, &A, 0, byoc_pack_b_mat, &B, C, ldc, accumulate, ws, epi);
+    byoc_gemm(M, N, K, alpha, &A, 0, byoc_pack_b_mat, &B, C, ldc, accumulate, ws, 0, epi);
 }
 """
 
@@ -686,20 +697,6 @@ static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long 
     }
 }
 
-/* A conv's bias added to a finished tile (its rows are output channels), then the region's
-   own epilogue if it has one. */
-typedef struct { const float *bias; const byoc_epi *next; } byoc_conv_epi;
-
-static void byoc_conv_bias(float *c, long ldc, long row, long m, long n, const void *ctx) {
-    const byoc_conv_epi *e = (const byoc_conv_epi *)ctx;
-    for (long i = 0; i < m; i++) {
-        const float b = e->bias[row + i];
-        float *restrict ci = c + i * ldc;
-        for (long j = 0; j < n; j++) ci[j] += b;
-    }
-    if (e->next) e->next->fn(c, ldc, row, m, n, e->next->ctx);
-}
-
 typedef struct {
     const float *x, *w, *wp, *bias;
     float *y;
@@ -718,15 +715,15 @@ static void byoc_conv_group(const byoc_conv_job *j, long n, long g, float *ws) {
     const long cg = j->C / j->G, mg = j->M / j->G, kdim = cg * j->KH * j->KW;
     const long ohw = j->OH * j->OW, mgpad = (mg + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
     float *yg = j->y + (n * j->M + g * mg) * ohw;
-    byoc_conv_epi ce = {j->bias ? j->bias + g * mg : 0, j->epi};
-    byoc_epi with_bias = {byoc_conv_bias, &ce};
-    const byoc_epi *e = j->bias ? &with_bias : j->epi;
+    /* the bias starts each sum (a pass over the finished tiles had added it) */
+    const float *bias = j->bias ? j->bias + g * mg : 0;
+    const byoc_epi *e = j->epi;
     byoc_mat a = {j->w + g * mg * kdim, kdim, 1};
     const float *ag = j->wp ? j->wp + g * mgpad * kdim : 0;
     const float *xg = j->x + (n * j->C + g * cg) * j->H * j->W;
     if (j->pointwise) {
         byoc_mat b = {xg, j->H * j->W, 1};
-        byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, e);
+        byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0, ws, bias, e);
     } else if (j->KH == 1 && j->KW == 1 && j->PH == 0 && j->PW == 0
                && (j->OH - 1) * j->SH < j->H && (j->OW - 1) * j->SW < j->W) {
         /* a strided 1x1 conv (a residual block's downsampling): the positions it reads
@@ -736,13 +733,13 @@ static void byoc_conv_group(const byoc_conv_job *j, long n, long g, float *ws) {
         byoc_subsample_input(xg, cg, j->H, j->W, j->OH, j->OW, j->SH, j->SW, xs);
         byoc_mat b = {xs, ohw, 1};
         byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0,
-                  ws + byoc_conv_pad_floats(j), e);
+                  ws + byoc_conv_pad_floats(j), bias, e);
     } else {
         float *xp = ws;  /* a padded copy of the group, made once, spares the packer its checks */
         byoc_pad_input(xg, cg, j->H, j->W, j->PH, j->PW, j->HP, j->WP, xp);
         byoc_padded b = {xp, j->HP, j->WP, j->KH, j->KW, j->SH, j->SW, j->DH, j->DW, j->OW};
         byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_padded, &b, yg, ohw, 0,
-                  ws + byoc_conv_pad_floats(j), e);
+                  ws + byoc_conv_pad_floats(j), bias, e);
     }
 }
 
@@ -1061,7 +1058,7 @@ static void byoc_wg_gemms(const byoc_wg_job *j, long nt, const float *v, float *
     for (long e = lo; e < hi; e++) {
         byoc_mat b = {v + e * vstride, nt, 1};
         byoc_gemm(M, nt, C, 1.0f, 0, j->u + e * mpad * C, byoc_pack_b_mat, &b,
-                  mo + e * mstride, nt, 0, gws, 0);
+                  mo + e * mstride, nt, 0, gws, 0, 0);
     }
 }
 
