@@ -156,6 +156,9 @@ static inline __mmask16 byoc_mask16(long lanes) {
 #define BYOC_MC 72
 #define BYOC_NC 1024
 #define BYOC_EPI_W (4 * BYOC_NR)
+#ifndef BYOC_INPLACE_M
+#define BYOC_INPLACE_M 48
+#endif
 
 /* Writes rows k0..k0+kc, columns j0..j0+nc of B as NR-wide panels, zero-padded. */
 typedef void (*byoc_pack_fn)(const void *src, long k0, long kc, long j0, long nc, float *bp);
@@ -332,6 +335,10 @@ typedef struct {
        bshared + (pc / KC * njc + jc / NC) * bstride */
     float *bshared;
     long njc, bstride;
+    /* B's rows read in place (its whole NR-column panels; the last, partial one packed), or
+       0: a row-major B of few rows of A to use each packed panel */
+    const float *binplace;
+    long brs;
 } byoc_gemm_job;
 
 static long byoc_gemm_scratch(long n, long k) {  /* floats; as gemm_scratch in runtime_c.py */
@@ -405,15 +412,19 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
     long mpad = (g->M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, ldc = g->ldc;
     float *ap = ws;
     float *bp = ws + ((BYOC_MC + BYOC_MR) * kcmax + 15) / 16 * 16;
+    long off[BYOC_KC];  /* B in place: row k of a K block at off[k] from its first */
+    if (g->binplace)
+        for (long k = 0; k < kcmax; k++) off[k] = k * g->brs;
     for (long jc = j0; jc < j1; jc += BYOC_NC) {
         long nc = j1 - jc < BYOC_NC ? j1 - jc : BYOC_NC;
+        const long inplace = g->binplace ? nc / BYOC_NR * BYOC_NR : 0;  /* columns */
         for (long pc = 0; pc < K; pc += BYOC_KC) {
             long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
             const int acc = g->accumulate || pc > 0;  /* onto C: asked, or K blocks before */
             if (g->bshared)
                 bp = g->bshared + (pc / BYOC_KC * g->njc + jc / BYOC_NC) * g->bstride;
-            else
-                g->pack(g->bsrc, pc, kc, jc, nc, bp);
+            else if (nc > inplace)
+                g->pack(g->bsrc, pc, kc, jc + inplace, nc - inplace, bp);
             for (long ic = i0; ic < i1; ic += BYOC_MC) {
                 long mc = i1 - ic < BYOC_MC ? i1 - ic : BYOC_MC;
                 const float *a = g->apacked ? g->apacked + pc * mpad + ic * kc : ap;
@@ -430,11 +441,17 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                             long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
                             float *cr = g->C + (ic + ir) * ldc + jc + jr;
                             const float *bias = g->bias && !acc ? g->bias + ic + ir : 0;
+                            if (jr < inplace) {
+                                byoc_ukernel(kc, a + ir * kc, g->binplace + pc * g->brs + jc + jr,
+                                             off, cr, ldc, m, n, acc, bias);
+                                continue;
+                            }
+                            const float *bpj = bp + (jr - inplace) * kc;
                             if (n > nd)
-                                byoc_ukernel(kc, a + ir * kc, bp + jr * kc, 0, cr, ldc, m,
+                                byoc_ukernel(kc, a + ir * kc, bpj, 0, cr, ldc, m,
                                              n - nd, acc, bias);
                             if (nd)
-                                byoc_ukernel_few(kc, a + ir * kc, bp + jr * kc + n - nd,
+                                byoc_ukernel_few(kc, a + ir * kc, bpj + n - nd,
                                                  cr + n - nd, ldc, m, nd, acc, bias);
                         }
                     }
@@ -476,6 +493,16 @@ static void byoc_gemm_task(void *ctx, long lo, long hi) {
 
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
 /* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
+/* Whether rows rs floats apart fall in many L1 sets (64 of 64 bytes, as on x86-64 cores):
+   at a stride of whole lines sharing a large power of two with 64 lines (768 floats, a 56x56
+   map) a panel's rows share a few sets and evict each other. */
+static int byoc_rows_spread(long rs) {
+    long bytes = rs * (long)sizeof(float), lines = bytes / 64, g = 64;
+    if (bytes % 64) return 1;
+    while (lines % g) g /= 2;  /* the largest power of two up to 64 dividing it */
+    return g <= 2;
+}
+
 /* bias (or 0): each row's, the sums' start (not with accumulate). */
 /* epi (or 0) runs on each mc x BYOC_EPI_W tile of C once its last K block is stored, in cache. */
 /* On the pool when the product is big: over column panels (each task packs its own part of B;
@@ -493,7 +520,12 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
         return;
     }
     byoc_gemm_job g = {M, N, K, alpha, A, apacked, pack, bsrc, C, ldc, accumulate, 0,
-                       accumulate ? 0 : bias, epi, 0, 0, 0};
+                       accumulate ? 0 : bias, epi, 0, 0, 0, 0, 0};
+    if (pack == byoc_pack_b_mat && ((const byoc_mat *)bsrc)->cs == 1 && M <= BYOC_INPLACE_M
+        && byoc_rows_spread(((const byoc_mat *)bsrc)->rs)) {
+        g.binplace = ((const byoc_mat *)bsrc)->p;
+        g.brs = ((const byoc_mat *)bsrc)->rs;
+    }
     int threads = byoc_threads();
     if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
         long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
@@ -503,6 +535,7 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
         g.by_rows = col_panels < 2L * threads ? row_panels > col_panels
                                               : row_panels >= 2L * threads && M > N;
         if (g.by_rows) {  /* B packed once, shared (the caller's slot 2), not once per task */
+            g.binplace = 0;
             long kc = K < BYOC_KC ? K : BYOC_KC, nc = N < BYOC_NC ? N : BYOC_NC;
             g.njc = (N + BYOC_NC - 1) / BYOC_NC;
             g.bstride = (kc * ((nc + BYOC_NR - 1) / BYOC_NR * BYOC_NR) + BYOC_NR + 15) / 16 * 16;

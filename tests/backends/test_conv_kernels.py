@@ -25,6 +25,10 @@ CONVS = {
     # maps of 36 and 49: the columns past whole vectors down A's columns, over three K blocks
     "pointwise_deep_6x6": ((1, 600, 6, 6), (13, 600, 1, 1), {}),
     "pointwise_deep_7x7": ((2, 300, 7, 7), (20, 300, 1, 1), {}),
+    # few output channels: B's whole panels read in place (rows 135 floats apart), the last
+    # packed; at a stride of whole cache lines (128 floats) all packed
+    "pointwise_in_place": ((1, 40, 9, 15), (24, 40, 1, 1), {}),
+    "pointwise_line_stride": ((1, 40, 8, 16), (24, 40, 1, 1), {}),
     "pointwise_strided": ((1, 16, 9, 11), (24, 16, 1, 1), {"strides": [2, 2]}),
     # strided 1x1: the positions read gathered first (rows of two vectors and a scalar tail);
     # with an end pad a window reaches, the padded im2col instead
