@@ -156,9 +156,10 @@ static inline __mmask16 byoc_mask16(long lanes) {
 #define BYOC_MC 72
 #define BYOC_NC 1024
 #define BYOC_EPI_W (4 * BYOC_NR)
-#ifndef BYOC_INPLACE_M
+/* Up to this many rows of A, B's whole column panels are read in place, not packed (a packed
+   panel serving so few rows does not repay its copy: 48 measured even or better, 64 mixed,
+   128 slower; docs/decisions.md). */
 #define BYOC_INPLACE_M 48
-#endif
 
 /* Writes rows k0..k0+kc, columns j0..j0+nc of B as NR-wide panels, zero-padded. */
 typedef void (*byoc_pack_fn)(const void *src, long k0, long kc, long j0, long nc, float *bp);
@@ -204,7 +205,8 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
 }
 
 /* C[m x n] (+)= an MR-row panel of A times kc rows of NR floats of B: a packed panel (row k
-   at bp + k * NR), or, with off, rows read in place at bp + off[k] (a direct conv's taps).
+   at bp + k * NR), or, with off, rows read in place at bp + off[k] (a direct conv's taps, a
+   GEMM's B of few rows of A); with bias (not with accumulate), each row's sums start from it.
    MR x NV vectors of accumulators (GCC unrolls the constant loops and keeps them in
    registers; it unswitches the k loop on off: two loops, neither testing it).
    Each k step prefetches the next MR-row panel of A at the same k, which the next call reads:
@@ -491,8 +493,6 @@ static void byoc_gemm_task(void *ctx, long lo, long hi) {
     byoc_gemm_block(g, i0, i1, j0, j1, ws);
 }
 
-/* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
-/* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
 /* Whether rows rs floats apart fall in many L1 sets (64 of 64 bytes, as on x86-64 cores):
    at a stride of whole lines sharing a large power of two with 64 lines (768 floats, a 56x56
    map) a panel's rows share a few sets and evict each other. */
@@ -503,6 +503,8 @@ static int byoc_rows_spread(long rs) {
     return g <= 2;
 }
 
+/* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
+/* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
 /* bias (or 0): each row's, the sums' start (not with accumulate). */
 /* epi (or 0) runs on each mc x BYOC_EPI_W tile of C once its last K block is stored, in cache. */
 /* On the pool when the product is big: over column panels (each task packs its own part of B;
