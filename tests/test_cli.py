@@ -62,6 +62,20 @@ def test_bench_reports_both_and_the_ratio():
     assert abs(result["ratio"] - result["byoc_median_s"] / result["onnxruntime_median_s"]) < 1e-12
 
 
+def test_bench_waits_for_the_other_engines_threads_before_each_turn(monkeypatch, capsys):
+    """onnxruntime's threads spin on ~45 ms after its run: byoc's next run at 2 threads found a
+    core taken (squeezenet timed 2.7x onnxruntime instead of 1.2x). Each engine's turn starts
+    with ``settle``."""
+    from byoc.cli import main
+    from byoc.runtime import threads
+
+    turns: list[str] = []
+    monkeypatch.setattr(threads, "settle", lambda *a, **k: turns.append("settle"))
+    assert main(["bench", "--repeat", "3", "--warmup", "1", "--threads", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["threads"] == 2
+    assert turns == ["settle"] * 6  # 3 rounds, two engines each
+
+
 def _one_line_exit_2(r, *needles):
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()

@@ -30,6 +30,7 @@ def cmd_bench(args) -> int:
 
     from ..compare import onnxruntime_session
     from ..runtime.ort_sessions import run_options
+    from ..runtime.threads import settle
 
     path, mod = load_model(args)
     inputs = model_inputs(args, mod)
@@ -43,15 +44,19 @@ def cmd_bench(args) -> int:
         exe.run(inputs)
         session.run(None, inputs, quiet)
     exe = settled(exe, prepared, args)  # timed: no region that failed to build in warmup
-    ours, theirs = [], []
+    ours: list[float] = []
+    theirs: list[float] = []
+    turns = ((lambda: exe.run(inputs), ours), (lambda: session.run(None, inputs, quiet), theirs))
     for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
-        t0 = time.perf_counter()
-        exe.run(inputs)
-        t1 = time.perf_counter()
-        session.run(None, inputs, quiet)
-        t2 = time.perf_counter()
-        ours.append(t1 - t0)
-        theirs.append(t2 - t1)
+        for run, times in turns:
+            # onnxruntime's threads spin on ~45 ms after its run: without the wait byoc's next
+            # run at 2 threads found a core taken (squeezenet 5.8 ms against 2.2-2.5 alone);
+            # then one run untimed, for a core that slept while waiting comes back slowly
+            settle()
+            run()
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
     warn_fallbacks(late_fallbacks(exe))  # with --warmup 0, the timed runs met them
     result = {"model": path, "backends": backends or ["host"], "threads": threads,
               "repeat": args.repeat, "byoc_median_s": statistics.median(ours),
