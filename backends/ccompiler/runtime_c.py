@@ -863,8 +863,15 @@ static void byoc_dc_fill(void *ctx, long c0, long c1) {
                 hi = hi < lo ? lo : hi > PL ? PL : hi;
                 float *restrict dp = d + ph * PL;
                 const float *restrict sp = s + ph - p->PW;
-                for (long u = 0; u < lo; u++) dp[u] = 0.0f;
-                for (long u = lo; u < hi; u++) dp[u] = sp[SW * u];
+                long u = lo;
+                for (long z = 0; z < lo; z++) dp[z] = 0.0f;
+                if (SW == 2)  /* the even lanes of two vectors (a stride GCC cannot know) */
+                    for (; u + BYOC_VW <= hi && 2 * (u + BYOC_VW) + ph - p->PW <= W;
+                         u += BYOC_VW) {
+                        const byoc_vf *sv = (const byoc_vf *)(sp + 2 * u);
+                        *(byoc_vf *)(dp + u) = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
+                    }
+                for (; u < hi; u++) dp[u] = sp[SW * u];
                 for (long u = hi; u < PL; u++) dp[u] = 0.0f;
             }
         }

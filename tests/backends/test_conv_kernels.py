@@ -74,6 +74,10 @@ CONVS = {
     "direct_dilated": ((1, 4, 9, 63), (7, 4, 3, 3), {"pads": [2, 1, 0, 2], "strides": [2, 1],
                                                      "dilations": [2, 1]}),
     "direct_1x1_s2": ((1, 8, 6, 127), (12, 8, 1, 1), {"strides": [1, 2]}),
+    # a stride-2 stem's planes filled in vectors (each phase's even lanes), a scalar tail
+    "direct_3x3_s2": ((1, 3, 9, 224), (8, 3, 3, 3), {"strides": [2, 2]}),
+    "direct_3x3_s2_pads": ((2, 3, 8, 221), (9, 3, 3, 3), {"pads": [1, 1, 2, 2],
+                                                          "strides": [2, 2]}),
     "conv_grouped": ((1, 8, 10, 9), (12, 4, 3, 3), {"pads": [0, 1, 1, 0], "group": 2}),
     "conv_dilated_s2": ((1, 5, 16, 15), (7, 5, 3, 3),
                         {"pads": [2, 2, 2, 2], "strides": [2, 1], "dilations": [2, 2]}),
