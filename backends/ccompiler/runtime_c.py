@@ -662,23 +662,27 @@ typedef struct {
     float *xs;
 } byoc_subsample_job;
 
-/* Channels c0..c1: xs[c][oh][ow] = x[c][oh * SH][ow * SW] (stride 2 along a row: the even
-   lanes of two vectors). */
+/* d[i] = s[i * sw] for i < n, reading no further than s[avail - 1]; at stride 2 the even
+   lanes of two vectors (a stride GCC cannot know), element by element past them. */
+static inline void byoc_take_strided(const float *restrict s, float *restrict d, long n,
+                                     long sw, long avail) {
+    long i = 0;
+    if (sw == 2)
+        for (; i + BYOC_VW <= n && 2 * (i + BYOC_VW) <= avail; i += BYOC_VW) {
+            const byoc_vf *sv = (const byoc_vf *)(s + 2 * i);
+            *(byoc_vf *)(d + i) = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
+        }
+    for (; i < n; i++) d[i] = s[i * sw];
+}
+
+/* Channels c0..c1: xs[c][oh][ow] = x[c][oh * SH][ow * SW]. */
 static void byoc_subsample_channels(void *ctx, long c0, long c1) {
     const byoc_subsample_job *p = (const byoc_subsample_job *)ctx;
-    const long W = p->W, OW = p->OW, SW = p->SW;
+    const long W = p->W, OW = p->OW;
     for (long c = c0; c < c1; c++)
-        for (long oh = 0; oh < p->OH; oh++) {
-            const float *s = p->x + (c * p->H + oh * p->SH) * W;
-            float *d = p->xs + (c * p->OH + oh) * OW;
-            long ow = 0;
-            if (SW == 2)
-                for (; ow + BYOC_VW <= OW && 2 * (ow + BYOC_VW) <= W; ow += BYOC_VW) {
-                    const byoc_vf *sv = (const byoc_vf *)(s + 2 * ow);
-                    *(byoc_vf *)(d + ow) = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
-                }
-            for (; ow < OW; ow++) d[ow] = s[ow * SW];
-        }
+        for (long oh = 0; oh < p->OH; oh++)
+            byoc_take_strided(p->x + (c * p->H + oh * p->SH) * W,
+                              p->xs + (c * p->OH + oh) * OW, OW, p->SW, W);
 }
 
 static void byoc_subsample_input(const float *x, long C, long H, long W, long OH, long OW,
@@ -861,17 +865,10 @@ static void byoc_dc_fill(void *ctx, long c0, long c1) {
                 long lo = (p->PW - ph + SW - 1) / SW, hi = (W + p->PW - ph + SW - 1) / SW;
                 lo = lo < 0 ? 0 : lo > PL ? PL : lo;
                 hi = hi < lo ? lo : hi > PL ? PL : hi;
-                float *restrict dp = d + ph * PL;
-                const float *restrict sp = s + ph - p->PW;
-                long u = lo;
-                for (long z = 0; z < lo; z++) dp[z] = 0.0f;
-                if (SW == 2)  /* the even lanes of two vectors (a stride GCC cannot know) */
-                    for (; u + BYOC_VW <= hi && 2 * (u + BYOC_VW) + ph - p->PW <= W;
-                         u += BYOC_VW) {
-                        const byoc_vf *sv = (const byoc_vf *)(sp + 2 * u);
-                        *(byoc_vf *)(dp + u) = __builtin_shuffle(sv[0], sv[1], BYOC_EVEN);
-                    }
-                for (; u < hi; u++) dp[u] = sp[SW * u];
+                float *dp = d + ph * PL;
+                const long at = SW * lo + ph - p->PW;  /* the input column of u = lo */
+                for (long u = 0; u < lo; u++) dp[u] = 0.0f;
+                byoc_take_strided(s + at, dp + lo, hi - lo, SW, W - at);
                 for (long u = hi; u < PL; u++) dp[u] = 0.0f;
             }
         }
