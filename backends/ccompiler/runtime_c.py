@@ -21,6 +21,7 @@ from . import pool
 
 # Sizes the Python side needs to reserve scratch for packing (largest NR: AVX-512's 32).
 MR, NR, KC, MC, NC = 6, 32, 256, 72, 1024
+FEW_COLS = 4  # BYOC_FEW_COLS: columns past a whole vector that byoc_gemm takes one by one
 
 
 def machine_nr() -> int:
@@ -933,6 +934,75 @@ void byoc_conv_direct(const float *x, const float *wp, const float *bias, float 
     }
 }
 
+/* A stride-1 conv on a small map, read from its input in place as one long row: the input's
+   planes keep their padded width PL = OW + (KW - 1) DW, so that output (oh, ow) at flat column
+   oh PL + ow reads tap (c, kh, kw) at off[k] + oh PL + ow, and NR consecutive flat columns read
+   NR consecutive floats across output rows. The KW - 1 columns a row's end adds are computed
+   and dropped (a 7x7 map: 61 columns for 49, in two NR panels where im2col packed 49 for each
+   of its K rows, which cost as much as its multiply-adds). Sums go to t (MR x NP floats per
+   channel panel), then each panel's rows are copied out, with the bias and epilogue. Channel
+   panels go to tasks: the same numbers at any thread count. */
+typedef struct {
+    const float *planes, *wp, *bias;
+    const long *off;
+    float *t, *y;
+    long M, K, OH, OW, PL, NF, NP, mpad;
+    const byoc_epi *epi;
+} byoc_flat_job;
+
+static void byoc_flat_panels(void *ctx, long p0, long p1) {
+    const byoc_flat_job *j = (const byoc_flat_job *)ctx;
+    const long K = j->K, NF = j->NF, NP = j->NP, ohw = j->OH * j->OW;
+    for (long pc = 0; pc < K; pc += BYOC_KC) {  /* a KC block of taps stays in L1 */
+        long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
+        for (long p = p0; p < p1; p++) {
+            long i0 = p * BYOC_MR, m = j->M - i0 < BYOC_MR ? j->M - i0 : BYOC_MR;
+            const float *a = j->wp + pc * j->mpad + i0 * kc;
+            for (long jr = 0; jr < NF; jr += BYOC_NR)
+                byoc_ukernel(kc, a, j->planes + jr, j->off + pc, j->t + p * BYOC_MR * NP + jr,
+                             NP, m, NF - jr < BYOC_NR ? NF - jr : BYOC_NR, pc > 0,
+                             pc == 0 && j->bias ? j->bias + i0 : 0);
+        }
+    }
+    for (long p = p0; p < p1; p++) {
+        long i0 = p * BYOC_MR, m = j->M - i0 < BYOC_MR ? j->M - i0 : BYOC_MR;
+        for (long i = 0; i < m; i++)
+            for (long oh = 0; oh < j->OH; oh++)
+                memcpy(j->y + (i0 + i) * ohw + oh * j->OW,
+                       j->t + (p * BYOC_MR + i) * NP + oh * j->PL, sizeof(float) * j->OW);
+        if (j->epi) j->epi->fn(j->y + i0 * ohw, ohw, i0, m, ohw, j->epi->ctx);
+    }
+}
+
+/* y = conv(x, w) + bias over NCHW as above, one group, stride 1; wp: pack_a of w. ws:
+   flat_conv_scratch floats (runtime_c.py): the planes and NR floats of slack, t, the offsets. */
+void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y,
+                    long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                    long KW, long PH, long PW, long DH, long DW, float *ws,
+                    const byoc_epi *epi) {
+    const long HP = OH + (KH - 1) * DH, PL = OW + (KW - 1) * DW, K = C * KH * KW;
+    const long NF = (OH - 1) * PL + OW, NP = (NF + BYOC_NR - 1) / BYOC_NR * BYOC_NR;
+    const long mpad = (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
+    const long pfloats = (C * HP * PL + BYOC_NR + 15) / 16 * 16;
+    float *planes = ws, *t = ws + pfloats;
+    long *off = (long *)(t + mpad * NP);
+    /* the last panel's columns past NF read up to NR - 1 floats past the last plane */
+    memset(planes + C * HP * PL, 0, sizeof(float) * BYOC_NR);
+    for (long c = 0, k = 0; c < C; c++)
+        for (long kh = 0; kh < KH; kh++)
+            for (long kw = 0; kw < KW; kw++, k++) off[k] = (c * HP + kh * DH) * PL + kw * DW;
+    for (long n = 0; n < N; n++) {
+        byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, 1, PL, PH, PW};
+        byoc_parallel_if(C * HP * PL, C, byoc_dc_fill, &p);
+        byoc_flat_job j = {planes, wp, bias, off, t, y + n * M * OH * OW, M, K, OH, OW, PL,
+                           NF, NP, mpad, epi};
+        if ((double)mpad * K * NP >= (double)BYOC_PAR_WORK * 4)
+            byoc_parallel(mpad / BYOC_MR, byoc_flat_panels, &j);
+        else
+            byoc_flat_panels(&j, 0, mpad / BYOC_MR);
+    }
+}
+
 /* Winograd F(2x2, 3x3) for stride-1 3x3 convs (one group): each 2x2 output tile comes from
    a 4x4 input tile as Y = A^T [(G g G^T) . (B^T d B)] A, so the channel sums become 16 GEMMs
    of M x tiles x C (2.25x fewer multiply-adds than direct). u: the 16 transformed weight
@@ -1312,6 +1382,10 @@ static void byoc_avgpool_planes(void *ctx, long p0, long p1) {
     }
 }
 
+void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y,
+                    long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                    long KW, long PH, long PW, long DH, long DW, float *ws,
+                    const byoc_epi *epi);
 void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
                            long KH, long KW, long SH, long SW, long PH, long PW, long PHE,
                            long PWE, int count_pad) {
@@ -1525,6 +1599,15 @@ def direct_conv_scratch(dims: list[int]) -> int:
     hp = (oh - 1) * sh + (kh - 1) * dh + 1
     rs = sw * (ow + (kw - 1) * dw // sw + NR)
     return (c * hp * rs + 15) // 16 * 16 + 2 * c * kh * kw
+
+
+def flat_conv_scratch(dims: list[int]) -> int:
+    """Floats of scratch byoc_conv_flat needs: the padded planes and NR floats of slack, the
+    sums (MR-row panels of the flat row's NR panels), then one long per tap."""
+    _, c, _, _, m, oh, ow, kh, kw, _, _, _, _, dh, dw = dims
+    hp, pl = oh + (kh - 1) * dh, ow + (kw - 1) * dw
+    npad = -(-((oh - 1) * pl + ow) // NR) * NR
+    return (c * hp * pl + NR + 15) // 16 * 16 + -(-m // MR) * MR * npad + 2 * c * kh * kw
 
 
 # Winograd F(2x2, 3x3): G, and the weights transformed (G g G^T per output and input channel).

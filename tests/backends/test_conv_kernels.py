@@ -1,6 +1,6 @@
 """native's conv and pool kernels against onnxruntime, shape by shape: pointwise (as a GEMM,
 thin ones included), depthwise (any stride, dilation, multiplier, pads), 3x3 (direct,
-Winograd), taps read in place (few input channels), strided and large kernels, grouped convs, MaxPool and AveragePool; odd sizes, rows
+Winograd), taps read in place (few input channels; small maps' flattened rows), strided and large kernels, grouped convs, MaxPool and AveragePool; odd sizes, rows
 narrower than a vector, batch > 1 and a dynamic batch; each with the epilogue a model fuses
 (bias, Relu, a residual Add). The same bits at 1 and 3 threads; within 1e-5 of the output's
 largest magnitude of onnxruntime (pools: equal)."""
@@ -82,6 +82,17 @@ CONVS = {
     "conv_dilated_s2": ((1, 5, 16, 15), (7, 5, 3, 3),
                         {"pads": [2, 2, 2, 2], "strides": [2, 1], "dilations": [2, 2]}),
     "conv_1x3": ((2, 12, 3, 20), (10, 12, 1, 3), {"pads": [0, 1, 0, 1]}),
+    # a map past flat's: packed im2col panels at stride 1
+    "conv_3x3_im2col_large_map": ((1, 4, 33, 34), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}),
+    # small maps read in place along their flattened padded rows (byoc_conv_flat): taps over
+    # two and three KC blocks, Winograd's channels on a 7x9 map, asymmetric pads and a batch,
+    # no pads, dilation, a single row
+    "flat_3x3_7x7": ((1, 48, 7, 7), (20, 48, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "flat_winograd_channels": ((1, 64, 7, 9), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "flat_5x5_batch": ((2, 12, 9, 11), (10, 12, 5, 5), {"pads": [2, 1, 2, 3]}),
+    "flat_valid": ((1, 20, 9, 9), (12, 20, 3, 3), {}),
+    "flat_dilated": ((1, 8, 10, 12), (6, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    "flat_1x3_row": ((2, 40, 1, 37), (30, 40, 1, 3), {"pads": [0, 1, 0, 1]}),
 }
 
 POOLS = {
@@ -201,3 +212,19 @@ def test_few_channel_3x3_convs_take_winograd_only_on_maps_big_enough():
 
     assert takes(16, 20, 15) and takes(16, 64, 55) and takes(128, 32, 7)
     assert not takes(16, 64, 7) and not takes(8, 64, 56) and not takes(16, 12, 56)
+
+
+def test_small_maps_of_few_output_channels_read_their_taps_in_place():
+    from backends.ccompiler.emitter import Tensor
+    from backends.ccompiler.ops.conv import flat
+
+    def takes(c, m, h, w, k=3):
+        x = Tensor("x", (1, c, h, w), "float32")
+        wt = Tensor("w", (m, c, k, k), "float32", np.zeros((m, c, k, k), np.float32))
+        p = k // 2
+        return flat(x, wt, [1, c, h, w, m, h, w, k, k, 1, 1, p, p, 1, 1], 1)
+
+    # densenet's growth convs on 7x7 (not on 14x14, where Winograd ties); ppocr's 8x10
+    assert takes(128, 32, 7, 7) and takes(96, 24, 8, 10)
+    assert not takes(128, 32, 14, 14) and not takes(512, 512, 7, 7) and not takes(8, 8, 40, 40)
+    assert takes(16, 48, 13, 13, k=5) and not takes(32, 128, 13, 13, k=5)
