@@ -850,29 +850,29 @@ typedef struct {
     long H, W, HP, SW, PL, PH, PW;
 } byoc_dc_planes;
 
-static void byoc_dc_fill(void *ctx, long c0, long c1) {
+/* Padded rows u0..u1 of the planes (row u: channel u / HP, padded row u % HP). */
+static void byoc_dc_fill(void *ctx, long u0, long u1) {
     const byoc_dc_planes *p = (const byoc_dc_planes *)ctx;
     const long H = p->H, W = p->W, SW = p->SW, PL = p->PL, RS = SW * PL;
-    for (long c = c0; c < c1; c++)
-        for (long r = 0; r < p->HP; r++) {
-            float *d = p->planes + (c * p->HP + r) * RS;
-            long ih = r - p->PH;
-            if (ih < 0 || ih >= H) {
-                memset(d, 0, sizeof(float) * RS);
-                continue;
-            }
-            const float *s = p->x + (c * H + ih) * W;
-            for (long ph = 0; ph < SW; ph++) {  /* u: padded column ph + SW u, input column - PW */
-                long lo = (p->PW - ph + SW - 1) / SW, hi = (W + p->PW - ph + SW - 1) / SW;
-                lo = lo < 0 ? 0 : lo > PL ? PL : lo;
-                hi = hi < lo ? lo : hi > PL ? PL : hi;
-                float *dp = d + ph * PL;
-                const long at = SW * lo + ph - p->PW;  /* the input column of u = lo */
-                for (long u = 0; u < lo; u++) dp[u] = 0.0f;
-                byoc_take_strided(s + at, dp + lo, hi - lo, SW, W - at);
-                for (long u = hi; u < PL; u++) dp[u] = 0.0f;
-            }
+    for (long u = u0; u < u1; u++) {
+        const long c = u / p->HP, ih = u % p->HP - p->PH;
+        float *d = p->planes + u * RS;
+        if (ih < 0 || ih >= H) {
+            memset(d, 0, sizeof(float) * RS);
+            continue;
         }
+        const float *s = p->x + (c * H + ih) * W;
+        for (long ph = 0; ph < SW; ph++) {  /* q: padded column ph + SW q, input column - PW */
+            long lo = (p->PW - ph + SW - 1) / SW, hi = (W + p->PW - ph + SW - 1) / SW;
+            lo = lo < 0 ? 0 : lo > PL ? PL : lo;
+            hi = hi < lo ? lo : hi > PL ? PL : hi;
+            float *dp = d + ph * PL;
+            const long at = SW * lo + ph - p->PW;  /* the input column of q = lo */
+            for (long q = 0; q < lo; q++) dp[q] = 0.0f;
+            byoc_take_strided(s + at, dp + lo, hi - lo, SW, W - at);
+            for (long q = hi; q < PL; q++) dp[q] = 0.0f;
+        }
+    }
 }
 
 static void byoc_dc_rows(void *ctx, long r0, long r1) {
@@ -926,7 +926,8 @@ void byoc_conv_direct(const float *x, const float *wp, const float *bias, float 
                 off[k] = (c * HP + kh * DH) * RS + kw * DW % SW * PL + kw * DW / SW;
     for (long n = 0; n < N; n++) {
         byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, SW, PL, PH, PW};
-        byoc_parallel_if(C * HP * RS, C, byoc_dc_fill, &p);
+        /* on the pool from 64K floats (a stem's 190K had filled on one thread) */
+        byoc_parallel_if(4 * C * HP * RS, C * HP, byoc_dc_fill, &p);
         byoc_dc_job j = {planes, wp, bias, off, y + n * M * OH * OW, M, K, OH, OW, SH, RS,
                          (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, epi};
         if ((double)M * K * OH * OW >= (double)BYOC_PAR_WORK * 4) byoc_parallel(OH, byoc_dc_rows, &j);
@@ -993,7 +994,7 @@ void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y
             for (long kw = 0; kw < KW; kw++, k++) off[k] = (c * HP + kh * DH) * PL + kw * DW;
     for (long n = 0; n < N; n++) {
         byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, 1, PL, PH, PW};
-        byoc_parallel_if(C * HP * PL, C, byoc_dc_fill, &p);
+        byoc_parallel_if(4 * C * HP * PL, C * HP, byoc_dc_fill, &p);
         byoc_flat_job j = {planes, wp, bias, off, t, y + n * M * OH * OW, M, K, OH, OW, PL,
                            NF, NP, mpad, epi};
         if ((double)mpad * K * NP >= (double)BYOC_PAR_WORK * 4)
@@ -1416,12 +1417,31 @@ typedef int byoc_wi __attribute__((vector_size(4 * BYOC_WW)));
 #else
 #define BYOC_WIDX(s) ((byoc_wi){(s), (s) + 1, (s) + 2, (s) + 3})
 #endif
+/* Lanes 0, 2, 4, ... of two vectors side by side (a stride-2 row's even columns). */
+#if BYOC_WW == 16
+#define BYOC_WEVEN ((byoc_wi){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#elif BYOC_WW == 8
+#define BYOC_WEVEN ((byoc_wi){0, 2, 4, 6, 8, 10, 12, 14})
+#else
+#define BYOC_WEVEN ((byoc_wi){0, 2, 4, 6})
+#endif
 /* Store a vector's first n lanes (a row's last, partial vector): a masked store where the */
 /* CPU has them (through the stack, the narrow reloads wait for the wide store to land). */
 #if BYOC_WW == 16
 #define byoc_wstore_first(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1), (__m512)(v))
 #else
 #define byoc_wstore_first(p, v, n) memcpy((p), &(v), 4 * (n))
+#endif
+/* A vector of the n (< BYOC_WW) floats at p and zeros: a masked load where the CPU has them */
+/* (nothing read past p + n). */
+#if BYOC_WW == 16
+#define byoc_wload_first(p, n) ((byoc_wf)_mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), (p)))
+#else
+static inline byoc_wf byoc_wload_first(const float *p, long n) {
+    byoc_wf v = {0};
+    memcpy(&v, p, 4 * n);
+    return v;
+}
 #endif
 /* The vector of a plane row's floats at + off .. (at a multiple of BYOC_WW, the row */
 /* aligned, off a constant): an aligned load, or two and a shift across them (one valignd */

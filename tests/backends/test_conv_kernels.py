@@ -1,9 +1,10 @@
 """native's conv and pool kernels against onnxruntime, shape by shape: pointwise (as a GEMM,
 thin ones included), depthwise (any stride, dilation, multiplier, pads), 3x3 (direct,
-Winograd), taps read in place (few input channels; small maps' flattened rows), strided and large kernels, grouped convs, MaxPool and AveragePool; odd sizes, rows
-narrower than a vector, batch > 1 and a dynamic batch; each with the epilogue a model fuses
-(bias, Relu, a residual Add). The same bits at 1 and 3 threads; within 1e-5 of the output's
-largest magnitude of onnxruntime (pools: equal)."""
+Winograd), taps read in place (few input channels; small maps' flattened rows), strided and
+large kernels, grouped convs, MaxPool (stride 2 down the rows, then along them) and
+AveragePool; odd sizes, rows narrower than a vector, batch > 1 and a dynamic batch; each with
+the epilogue a model fuses (bias, Relu, a residual Add). The same bits at 1 and 3 threads;
+within 1e-5 of the output's largest magnitude of onnxruntime (pools: equal)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,13 @@ POOLS = {
     "maxpool_row_of_16": ("MaxPool", (1, 3, 6, 16), {"kernel_shape": [3, 3],
                                                      "pads": [1, 1, 1, 1]}),
     "maxpool_2x2": ("MaxPool", (1, 6, 10, 19), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    # stride 2 down the rows then along them: rows of several vectors and a masked tail, rows
+    # of whole vectors, windows past the top and bottom (fewer rows than the kernel's)
+    "maxpool_s2_wide_rows": ("MaxPool", (1, 3, 9, 70), {"kernel_shape": [3, 3],
+                                                        "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "maxpool_s2_whole_vectors": ("MaxPool", (1, 2, 7, 32), {"kernel_shape": [3, 3],
+                                                            "strides": [2, 2],
+                                                            "pads": [0, 1, 2, 0]}),
     "avgpool_3x3": ("AveragePool", (1, 8, 14, 14), {"kernel_shape": [3, 3],
                                                     "pads": [1, 1, 1, 1]}),
     "avgpool_with_pad": ("AveragePool", (2, 4, 11, 10),
