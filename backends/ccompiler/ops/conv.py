@@ -2,8 +2,9 @@
 
 Conv is a GEMM per image and group whose B operand is packed from a zero-padded copy of the
 input (im2col without its buffer), a plain GEMM for 1x1 convs, a GEMM reading its taps from
-the input in place for convs of few input channels (``direct``), Winograd for 3x3 ones of
-many, and direct loops for depthwise convs (``depthwise.py``).
+the input in place for convs of few input channels (``direct``) or of small maps and few
+output channels (``flat``), Winograd for 3x3 ones of many, and direct loops for depthwise convs
+(``depthwise.py``).
 ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
 """
 
@@ -68,7 +69,7 @@ def direct(w: Tensor, dims: list[int], groups: int) -> bool:
             and ow >= 3 * nr and filled >= 0.9 and not pointwise)
 
 
-def _computed_columns(n: int, few: bool) -> float:
+def _computed_columns(n: int, few: bool) -> int:
     """Columns the micro-kernel computes for a row of n: whole NR panels, a last one of up to
     NR / 2 as one vector; with ``few`` (byoc_gemm), up to BYOC_FEW_COLS past a whole vector as
     single columns down A's (about one column's cost each)."""
@@ -116,13 +117,10 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     if cg == 1 and taps <= MAX_TAPS:
         return emit_depthwise(ctx, x, w, bias, out, dims, epilogue)
     ctx.need("conv")
-    if flat(x, w, dims, groups):
-        assert w.value is not None
-        u = ctx.constant(runtime_c.pack_a(w.value.reshape(w.shape[0], -1)))
-        ws = ctx.scratch(4 * runtime_c.flat_conv_scratch(dims))
-        b = bias.ptr if bias is not None else "0"
-        args = ", ".join(str(d) for i, d in enumerate(dims) if i not in (9, 10))  # no strides
-        ctx.src.line(f"byoc_conv_flat({x.ptr}, {u}, {b}, {out.ptr}, {args}, {ws}, {epilogue});")
+    if flat(x, w, dims, groups):  # (stride 1: no strides among its dims)
+        _emit_in_place(ctx, "byoc_conv_flat", x, w, bias, out,
+                       [d for i, d in enumerate(dims) if i not in (9, 10)],
+                       runtime_c.flat_conv_scratch(dims), epilogue)
         return True
     if winograd(x, w, dims, groups):
         n, c, h, wd, m, oh, ow = dims[:7]
@@ -132,12 +130,8 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
                      f"{m}, {oh}, {ow}, {dims[11]}, {dims[12]}, {epilogue});")
         return True
     if direct(w, dims, groups):
-        assert w.value is not None
-        u = ctx.constant(runtime_c.pack_a(w.value.reshape(w.shape[0], -1)))
-        ws = ctx.scratch(4 * runtime_c.direct_conv_scratch(dims))
-        b = bias.ptr if bias is not None else "0"
-        args = ", ".join(str(d) for d in dims)
-        ctx.src.line(f"byoc_conv_direct({x.ptr}, {u}, {b}, {out.ptr}, {args}, {ws}, {epilogue});")
+        _emit_in_place(ctx, "byoc_conv_direct", x, w, bias, out, dims,
+                       runtime_c.direct_conv_scratch(dims), epilogue)
         return True
     ws = ctx.scratch(4 * runtime_c.conv_scratch(dims, groups))
     packed = "0"
@@ -148,6 +142,18 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     ctx.src.line(f"byoc_conv2d({x.ptr}, {w.ptr}, {packed}, {b}, {out.ptr}, {args}, {groups}, "
                  f"{ws}, {epilogue});")
     return True
+
+
+def _emit_in_place(ctx: Emit, fn: str, x: Tensor, w: Tensor, bias: Tensor | None, out: Tensor,
+                   dims: list[int], scratch_floats: int, epilogue: str) -> None:
+    """A call of a conv that reads its taps in place (``byoc_conv_direct``, ``byoc_conv_flat``):
+    the weights packed as the GEMM's A once here, its dims, its scratch."""
+    assert w.value is not None
+    u = ctx.constant(runtime_c.pack_a(w.value.reshape(w.shape[0], -1)))
+    ws = ctx.scratch(4 * scratch_floats)
+    b = bias.ptr if bias is not None else "0"
+    args = ", ".join(str(d) for d in dims)
+    ctx.src.line(f"{fn}({x.ptr}, {u}, {b}, {out.ptr}, {args}, {ws}, {epilogue});")
 
 
 def emit_conv_transpose(ctx: Emit, call: Call, ins: list[Tensor | None],
