@@ -205,6 +205,12 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
     }
 }
 
+/* A prefetch of p + n floats, counted in integers: past the last panel of A that address is
+   no object's, and forming such a pointer is undefined in C (the prefetch itself never faults). */
+static inline void byoc_prefetch_ahead(const float *p, long n) {
+    __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)n * sizeof(float)));
+}
+
 /* C[m x n] (+)= an MR-row panel of A times kc rows of NR floats of B: a packed panel (row k
    at bp + k * NR), or, with off, rows read in place at bp + off[k] (a direct conv's taps, a
    GEMM's B of few rows of A); with bias (not with accumulate), each row's sums start from it.
@@ -213,7 +219,7 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
    Each k step prefetches the next MR-row panel of A at the same k, which the next call reads:
    a model's weights come from memory once a run, and on small maps (7x7, 14x14) few columns
    use each, so the first column panel waited on them (resnet50 at one thread 45-46 -> 39-41
-   ms; a prefetch never faults, so past A's end it is harmless). */
+   ms; past A's end the address is counted in integers, byoc_prefetch_ahead). */
 #define BYOC_NV (BYOC_NR / BYOC_GW)
 static void byoc_ukernel(long kc, const float *restrict ap, const float *restrict bp,
                          const long *restrict off, float *restrict c, long ldc, long m, long n,
@@ -236,7 +242,7 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
             const float *b1 = off ? bp + off[k + 1] : bp + (k + 1) * BYOC_NR;
             const byoc_gf b0 = *(const byoc_gf *)b, bo = *(const byoc_gf *)b1;
             const float *a = ap + k * BYOC_MR;
-            __builtin_prefetch(a + BYOC_MR * kc);
+            byoc_prefetch_ahead(a, BYOC_MR * kc);
 #pragma GCC unroll 32
             for (int i = 0; i < BYOC_MR; i++) {
                 acc[i][0] += a[i] * b0;
@@ -259,7 +265,7 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
 #pragma GCC unroll 4
             for (int v = 0; v < BYOC_NV; v++) bv[v] = *(const byoc_gf *)(b + v * BYOC_GW);
             const float *a = ap + k * BYOC_MR;
-            __builtin_prefetch(a + BYOC_MR * kc);
+            byoc_prefetch_ahead(a, BYOC_MR * kc);
 #pragma GCC unroll 32
             for (int i = 0; i < BYOC_MR; i++)
 #pragma GCC unroll 4
