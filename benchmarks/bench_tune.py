@@ -13,8 +13,8 @@ setting (1, and 0 = every core the process may use):
    and how many candidates it had to measure: should be none);
 3. the tuned plan, each backend alone and every priority order of them, built and timed in
    interleaved rounds (drift on a shared machine hits each alike), each round in a shuffled
-   order (a run right after another engine's finds the caches cold, so none may always follow
-   the same one); medians, and lower quartiles for a loaded machine;
+   order, each turn one untimed run and then three timed (a run right after another engine's
+   finds the caches cold); medians, and lower quartiles for a loaded machine;
 4. tuned / best single, tuned / best priority order, predicted / measured latency, and "mix":
    the plan's ``atom_mix_ratio`` (each atom on its fastest option with free crossings, over
    the best single option, from the atoms' own times: what any placement could gain at most).
