@@ -2,7 +2,7 @@
 and inside native and ccompiler regions the time of each fused kernel, by the ONNX nodes it
 holds (those regions run a build that reads the clock after each kernel while profiling).
 
-    report = profile(exe, inputs, repeat=5)   # medians over repeated debug runs
+    report = profile(exe, inputs)             # medians over repeated debug runs
     print(format_profile(report))             # the table; report is JSON-ready
     write_chrome_trace(report, "trace.json")  # chrome://tracing or ui.perfetto.dev: kernels
                                               # nested in their region
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 
@@ -53,8 +54,15 @@ def _region_spans(exe: Executable) -> dict[str, str]:
             if isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.span is not None}
 
 
-def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) -> dict:
-    """Run ``repeat`` timed debug runs (after one warm-up) and summarize them."""
+# Without a given repeat: timed runs until at least MIN_RUNS and MIN_SECONDS, at most MAX_RUNS
+# (five calls' medians of a 5 ms model swung 10-20% from one profile to the next)
+MIN_RUNS, MIN_SECONDS, MAX_RUNS = 5, 0.5, 50
+
+
+def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int | None = None
+            ) -> dict:
+    """Run ``repeat`` timed debug runs (after one warm-up), or as many as MIN_RUNS, MIN_SECONDS
+    and MAX_RUNS ask, and summarize them."""
     regions = _timed_regions(exe)
     for region in regions.values():
         region.profiling = True
@@ -65,7 +73,9 @@ def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int = 5) 
         for region in regions.values():
             region.kernel_log.clear()
         runs, logs = [], []
-        for _ in range(max(1, repeat)):
+        started = time.perf_counter()
+        while (len(runs) < max(1, repeat) if repeat is not None else len(runs) < MAX_RUNS and (
+                len(runs) < MIN_RUNS or time.perf_counter() - started < MIN_SECONDS)):
             run = exe.run(inputs, capture=[])
             # outputs held from run to run would make each run's fresh memory, and a kernel
             # writing an output would be timed with its page faults (a 3 MB one: 1.6 ms, not 0.4)

@@ -58,7 +58,8 @@ def cmd_report(args) -> int:
 
         inputs = model_inputs(args, mod)
         dims = {**_dims_of(mod, inputs), **dims}
-        print(f"byoc: profiling ({args.repeat} runs after a warm-up)...", file=sys.stderr)
+        runs = f"{args.repeat} runs" if args.repeat else "runs for half a second or more"
+        print(f"byoc: profiling ({runs} after a warm-up)...", file=sys.stderr)
         exe = build_exe(part, args)
         try:
             exe.run(inputs)
@@ -103,7 +104,8 @@ def register(sub) -> None:
     plan_arg(p)
     p.add_argument("--profile", action="store_true",
                    help="run the model and show every node's and region's time")
-    p.add_argument("--repeat", type=whole(1), default=5, help="timed runs for --profile (median)")
+    p.add_argument("--repeat", type=whole(1), default=None,
+                   help="timed runs for --profile (median; default: at least 5, for 0.5 s)")
     fallback_arg(p)
     p.add_argument("-o", "--output", metavar="REPORT.html", required=True, type=path_arg)
     force_arg(p)

@@ -45,6 +45,20 @@ def test_profile_lets_each_runs_outputs_go():
     assert len(debug) == 3 and all(not r.outputs for r in debug)
 
 
+def test_profile_without_a_repeat_runs_at_least_five_times_for_half_a_second(monkeypatch):
+    """Five calls' medians swung 10-20% between profiles of a 5 ms model: with no repeat
+    given, runs go on until MIN_SECONDS have passed, between MIN_RUNS and MAX_RUNS of them."""
+    import byoc.profile as bp
+
+    exe = byoc.build(byoc.load_onnx(default_model_path()))
+    x = {"image": np.ones((1, 3, 32, 32), np.float32)}
+    monkeypatch.setattr(bp, "MIN_SECONDS", 0.0)
+    assert profile(exe, x)["repeat"] == bp.MIN_RUNS
+    monkeypatch.setattr(bp, "MIN_SECONDS", 60.0)  # a model this small: the cap ends it
+    assert profile(exe, x)["repeat"] == bp.MAX_RUNS
+    assert profile(exe, x, repeat=2)["repeat"] == 2
+
+
 def test_cli_profile_json_and_trace(tmp_path):
     trace = tmp_path / "trace.json"
     r = subprocess.run([sys.executable, "-m", "byoc", "run", "--backend", "onnxruntime", "--profile",
