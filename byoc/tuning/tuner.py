@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..analysis import HOST_REASONS, is_control_flow, node_key
 from ..backend import Backend, resolve
-from ..errors import ByocError
+from ..errors import ByocError, ByocWarning
 from ..ir import Call, Function, GlobalVar, IRModule, post_order
 from .cache import MeasurementCache
 from .candidates import cut_atoms, segment_function
@@ -130,6 +131,7 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     result = search(n_atoms, len(options), tuner.costs, measure, out_of_time,
                     lambda msg, best: report(msg, best), exhaustive, min_gain)
     path = result.path or [(0, n_atoms, 0)]
+    _warn_if_no_backend_matches(tuner, n_atoms, labels)
     data = tuner.plan_data(path, result.predicted, name)
     # The chosen placement built whole, timed against every whole-model option that measured
     # near the best, in alternating runs: the plan is whichever is fastest end to end.
@@ -178,6 +180,19 @@ def tune(mod: IRModule, backends: str | Backend | Iterable[str | Backend],
     report(f"done: {len(data['regions'])} region(s), predicted {_ms(data['latency']['predicted_s'])}"
            f", measured {_ms(measured)}", measured)
     return Plan(data)
+
+
+def _warn_if_no_backend_matches(tuner: _Tuner, n_atoms: int, labels: list[str]) -> None:
+    """A warning when no backend's whole-model outputs matched the host run's: the plan then
+    holds only segments whose own outputs matched, and may be slower than a backend alone (an
+    ill-conditioned output, as a softmax of logits near 1e7, differs from run to run)."""
+    wrong = [labels[o] for o in range(1, len(labels))
+             if tuner.why.get((0, n_atoms, o), "").startswith("wrong results")]
+    if wrong and len(wrong) == len(labels) - 1:
+        warnings.warn(f"no backend's outputs of the whole model match the host run's within "
+                      f"the tolerance ({tuner.why[(0, n_atoms, 1)]}); the plan keeps only "
+                      f"segments whose outputs matched, and may be slower than "
+                      f"{labels[1]} alone", ByocWarning, stacklevel=3)
 
 
 def _journal_key(measurer: Measurer, mod: IRModule, labels: list[str], atoms: int,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import random
+import warnings
 
+import numpy as np
 import pytest
 
 import byoc
@@ -209,3 +211,39 @@ def test_without_time_to_time_the_plan_whole_a_mixed_plan_must_win_by_a_margin(
         assert len(plan.data["segments"]) == 1
         assert plan.predicted_s == pytest.approx(whole)
         assert "no time to time the plan whole" in plan.data["segments"][0]["why"]
+
+
+def test_no_backend_matching_the_host_on_the_whole_model_is_warned():
+    """An ill-conditioned output (a softmax of logits near 1e7) can differ from the host run's
+    on every backend: the plan then holds only segments whose outputs matched, and says so."""
+    from byoc.errors import ByocWarning
+    from byoc.ir import Call, GlobalVar, post_order
+    from byoc.tuning.measure import Measurement
+
+    from .util import FakeMeasurer
+
+    ops = ["Relu", "Abs", "Relu"]
+    names = [f"n{k}" for k in range(len(ops))]
+    costs = Costs({n: {"host": 10.0, "fa": 1.0} for n in names}, {"fa": 1.0}, {"fa": 0.5})
+
+    class WrongWhole(FakeMeasurer):
+        def measure(self, part, inputs=None):
+            m = super().measure(part, inputs)
+            on_fa = sum(1 for e in post_order(part.main.body)
+                        if isinstance(e, Call) and isinstance(e.op, GlobalVar)
+                        for c in post_order(part[e.op.name].body) if isinstance(c, Call))
+            if on_fa == len(ops):
+                return Measurement(None, "wrong results: output 'y' differs from the host run "
+                                         "by 0.001", 0, False, m.key)
+            return m
+
+    mod = byoc.load_onnx(chain_model(ops))
+    x = {"x": np.ones((4, 8), np.float32)}
+    with fake_backends(fa={"Relu", "Abs"}):
+        with pytest.warns(ByocWarning, match="no backend's outputs of the whole model match"):
+            plan = byoc.tune(mod, ["fa"], x, atoms=3,
+                             measurer=lambda t: WrongWhole(t, costs))
+        assert len(plan.regions) > 1  # segments, each matched alone
+    with fake_backends(fa={"Relu", "Abs"}), warnings.catch_warnings():
+        warnings.simplefilter("error", ByocWarning)  # a backend that matches: no warning
+        byoc.tune(mod, ["fa"], x, atoms=3, measurer=lambda t: FakeMeasurer(t, costs))
