@@ -1389,10 +1389,6 @@ static void byoc_avgpool_planes(void *ctx, long p0, long p1) {
     }
 }
 
-void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y,
-                    long N, long C, long H, long W, long M, long OH, long OW, long KH,
-                    long KW, long PH, long PW, long DH, long DW, float *ws,
-                    const byoc_epi *epi);
 void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW,
                            long KH, long KW, long SH, long SW, long PH, long PW, long PHE,
                            long PWE, int count_pad) {
@@ -1556,6 +1552,10 @@ void byoc_conv_direct(const float *x, const float *wp, const float *bias, float 
                       long N, long C, long H, long W, long M, long OH, long OW, long KH,
                       long KW, long SH, long SW, long PH, long PW, long DH, long DW, float *ws,
                       const byoc_epi *epi);
+void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y,
+                    long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                    long KW, long PH, long PW, long DH, long DW, float *ws,
+                    const byoc_epi *epi);
 void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW, long KH,
                     long KW, long SH, long SW, long PH, long PW, long PHE, long PWE,
                     int count_pad);

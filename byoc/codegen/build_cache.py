@@ -55,8 +55,11 @@ from ..files.scratch import remove_stale, scratch_prefix
 
 KEY_VERSION = "1"  # bump when the way modules are built changes
 # -fno-math-errno and -fno-trapping-math let loops calling sqrtf or comparing floats vectorize;
-# neither changes a result. -march=native is dropped if the compiler refuses it.
-COMMON_FLAGS = ("-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11")
+# neither changes a result. -march=native is dropped if the compiler refuses it. A call of a
+# function the source does not declare is an error, not C89's guess of its type (a library
+# entry left out of runtime_c's declarations was called that way and ran by luck).
+COMMON_FLAGS = ("-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
+                "-Werror=implicit-function-declaration")
 # Generated regions are large and compiled often: -O2 with the cheap vectorizer cost model
 # compiles in two thirds of -O3's time and runs their loops as fast. Libraries built once
 # (the GEMM) get -O3, and hidden symbols: the modules linking them do not export them.
