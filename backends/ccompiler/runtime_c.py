@@ -881,6 +881,23 @@ static void byoc_dc_fill(void *ctx, long u0, long u1) {
     }
 }
 
+/* Image x's planes (each channel HP rows of SW phases of PL floats), on the pool from 64K floats
+   (a stem's 190K had filled on one thread). */
+static void byoc_dc_fill_planes(const float *x, float *planes, long C, long H, long W, long HP,
+                                long SW, long PL, long PH, long PW) {
+    byoc_dc_planes p = {x, planes, H, W, HP, SW, PL, PH, PW};
+    byoc_parallel_if(4 * C * HP * SW * PL, C * HP, byoc_dc_fill, &p);
+}
+
+/* off[k]: where tap k = (c, kh, kw) of output (0, 0) reads in those planes. */
+static void byoc_dc_offsets(long *off, long C, long KH, long KW, long HP, long SW, long PL,
+                            long DH, long DW) {
+    for (long c = 0, k = 0; c < C; c++)
+        for (long kh = 0; kh < KH; kh++)
+            for (long kw = 0; kw < KW; kw++, k++)
+                off[k] = (c * HP + kh * DH) * SW * PL + kw * DW % SW * PL + kw * DW / SW;
+}
+
 static void byoc_dc_rows(void *ctx, long r0, long r1) {
     const byoc_dc_job *j = (const byoc_dc_job *)ctx;
     const long M = j->M, K = j->K, OW = j->OW, ohw = j->OH * OW;
@@ -926,14 +943,9 @@ void byoc_conv_direct(const float *x, const float *wp, const float *bias, float 
     const long PL = OW + (KW - 1) * DW / SW + BYOC_NR, RS = SW * PL, K = C * KH * KW;
     float *planes = ws;
     long *off = (long *)(ws + (C * HP * RS + 15) / 16 * 16);
-    for (long c = 0, k = 0; c < C; c++)
-        for (long kh = 0; kh < KH; kh++)
-            for (long kw = 0; kw < KW; kw++, k++)
-                off[k] = (c * HP + kh * DH) * RS + kw * DW % SW * PL + kw * DW / SW;
+    byoc_dc_offsets(off, C, KH, KW, HP, SW, PL, DH, DW);
     for (long n = 0; n < N; n++) {
-        byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, SW, PL, PH, PW};
-        /* on the pool from 64K floats (a stem's 190K had filled on one thread) */
-        byoc_parallel_if(4 * C * HP * RS, C * HP, byoc_dc_fill, &p);
+        byoc_dc_fill_planes(x + n * C * H * W, planes, C, H, W, HP, SW, PL, PH, PW);
         byoc_dc_job j = {planes, wp, bias, off, y + n * M * OH * OW, M, K, OH, OW, SH, RS,
                          (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, epi};
         if ((double)M * K * OH * OW >= (double)BYOC_PAR_WORK * 4) byoc_parallel(OH, byoc_dc_rows, &j);
@@ -995,12 +1007,9 @@ void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y
     long *off = (long *)(t + mpad * NP);
     /* the last panel's columns past NF read up to NR - 1 floats past the last plane */
     memset(planes + C * HP * PL, 0, sizeof(float) * BYOC_NR);
-    for (long c = 0, k = 0; c < C; c++)
-        for (long kh = 0; kh < KH; kh++)
-            for (long kw = 0; kw < KW; kw++, k++) off[k] = (c * HP + kh * DH) * PL + kw * DW;
+    byoc_dc_offsets(off, C, KH, KW, HP, 1, PL, DH, DW);  /* one phase, PL floats a row */
     for (long n = 0; n < N; n++) {
-        byoc_dc_planes p = {x + n * C * H * W, planes, H, W, HP, 1, PL, PH, PW};
-        byoc_parallel_if(4 * C * HP * PL, C * HP, byoc_dc_fill, &p);
+        byoc_dc_fill_planes(x + n * C * H * W, planes, C, H, W, HP, 1, PL, PH, PW);
         byoc_flat_job j = {planes, wp, bias, off, t, y + n * M * OH * OW, M, K, OH, OW, PL,
                            NF, NP, mpad, epi};
         if ((double)mpad * K * NP >= (double)BYOC_PAR_WORK * 4)

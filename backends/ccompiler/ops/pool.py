@@ -35,17 +35,17 @@ def emit_max_pool(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Te
         return
     g = Plane.of([*dims[1:], dh, dw])
     ctx.need("window")
-    if g.sw == 2:  # (at stride 1 the plane measured even or faster: 13x13, 7x7 1.1x)
-        with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
-            _emit_max_rows(ctx, f"({x.ptr} + nc * {h * w})", f"({out.ptr} + nc * {oh * ow})", g)
-        return
+    channel, out_plane = f"({x.ptr} + nc * {h * w})", f"({out.ptr} + nc * {oh * ow})"
     with ctx.parallel("nc", planes, planes * oh * ow * kh * kw):
-        emit_plane(ctx, f"({x.ptr} + nc * {h * w})", g, "-INFINITY")
-        emit_window_rows(ctx, g, f"({out.ptr} + nc * {oh * ow})", lambda taps, a, oh: [
-            f"byoc_wf {a} = {taps[0]};", *(f"{a} = byoc_wmax({a}, {t});" for t in taps[1:])])
+        if g.sw == 2:  # (at stride 1 the plane measured even or faster: 13x13, 7x7 1.1x)
+            _emit_max_rows_s2(ctx, channel, out_plane, g)
+        else:
+            emit_plane(ctx, channel, g, "-INFINITY")
+            emit_window_rows(ctx, g, out_plane, lambda taps, a, oh: [
+                f"byoc_wf {a} = {taps[0]};", *(f"{a} = byoc_wmax({a}, {t});" for t in taps[1:])])
 
 
-def _emit_max_rows(ctx: Emit, channel: str, out_plane: str, g: Plane) -> None:
+def _emit_max_rows_s2(ctx: Emit, channel: str, out_plane: str, g: Plane) -> None:
     """MaxPool of one channel at stride 2 along rows, max being separable: for every output row
     the max down its window's input rows (vectors across the row, read in place), then along
     each row, in vectors of outputs (each tap the even lanes of two vectors). Copying the
@@ -56,7 +56,7 @@ def _emit_max_rows(ctx: Emit, channel: str, out_plane: str, g: Plane) -> None:
     src = ctx.src
     lanes = LANES  # the widest BYOC_WW: bounds that hold for any narrower
     last = (g.ow - 1) // lanes * lanes + lanes  # past the last output vector
-    reach = g.sw * last + (g.kw - 1) * g.dw + (lanes if g.sw == 2 else 0)
+    reach = 2 * last + (g.kw - 1) * g.dw + lanes  # its last tap's second vector
     size = -(-max(g.pw + g.w, reach) // lanes) * lanes
     src.line(f"const float *restrict xc = {channel};")
     src.line(f"float *restrict yc = {out_plane};")
@@ -83,13 +83,10 @@ def _emit_max_rows(ctx: Emit, channel: str, out_plane: str, g: Plane) -> None:
             src.line(f"const long at = {g.w} / BYOC_WW * BYOC_WW;")
             _emit_down(src, g.kh, f"byoc_wload_first({{}} + at, {g.w} - at)")
             src.line(f"byoc_wstore_first(vb + {g.pw} + at, m, {g.w} - at);")
-    # along each row: tap j of output o at vb[o * sw + j * dw]
-    if g.sw == 2:
-        tap = ("__builtin_shuffle(*(const byoc_wf *)(vb + 2 * at + {0}), "
-               "*(const byoc_wf *)(vb + 2 * at + {0} + BYOC_WW), BYOC_WEVEN)")
-    else:
-        tap = "*(const byoc_wf *)(vb + at + {0})"
-    taps = [tap.format(j * g.dw) for j in range(g.kw)]
+    # along each row: tap j of output o at vb[2 o + j * dw]
+    taps = [f"__builtin_shuffle(*(const byoc_wf *)(vb + 2 * at + {j * g.dw}), "
+            f"*(const byoc_wf *)(vb + 2 * at + {j * g.dw} + BYOC_WW), BYOC_WEVEN)"
+            for j in range(g.kw)]
     with src.block(f"for (long oh = 0; oh < {g.oh}; oh++)"):
         src.line(f"const float *restrict vb = vbs + oh * {size};")
         with src.block(f"for (long at = 0; at < {g.ow}; at += BYOC_WW)"):
