@@ -192,14 +192,20 @@ static void byoc_pack_b_mat(const void *src, long k0, long kc, long j0, long nc,
     }
 }
 
+/* Rows i0..i0+mc, columns k0..k0+kc of alpha * A as MR-row panels, each column of a panel
+   contiguous. A last panel of fewer rows is not zero-padded: byoc_gemm_block gives those rows
+   to byoc_ukernel_rows, which reads only them. */
 static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, float alpha,
                         float *ap) {
     for (long ip = 0; ip < mc; ip += BYOC_MR) {
         long m = mc - ip < BYOC_MR ? mc - ip : BYOC_MR;
         const float *s = a->p + (i0 + ip) * a->rs + k0 * a->cs;
-        for (long k = 0; k < kc; k++) {
-            for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = alpha * s[i * a->rs + k * a->cs];
-            for (long i = m; i < BYOC_MR; i++) ap[k * BYOC_MR + i] = 0.0f;
+        if (a->rs == 1 && alpha == 1.0f) {  /* a panel's rows side by side (a conv's X^T) */
+            for (long k = 0; k < kc; k++)
+                for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = s[k * a->cs + i];
+        } else {
+            for (long k = 0; k < kc; k++)
+                for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = alpha * s[i * a->rs + k * a->cs];
         }
         ap += kc * BYOC_MR;
     }
@@ -209,6 +215,23 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
    no object's, and forming such a pointer is undefined in C (the prefetch itself never faults). */
 static inline void byoc_prefetch_ahead(const float *p, long n) {
     __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)n * sizeof(float)));
+}
+
+/* c[0..lanes) (+)= x's first lanes (none at or below 0, all GW past it): masked loads and
+   stores, no access past them. */
+static inline void byoc_store_lanes(float *c, byoc_gf x, long lanes, int accumulate) {
+    if (lanes <= 0) return;
+#if defined(__AVX512F__)
+    const __mmask16 mask = byoc_mask16(lanes);
+    if (accumulate) x = (byoc_gf)_mm512_add_ps((__m512)x, _mm512_maskz_loadu_ps(mask, c));
+    _mm512_mask_storeu_ps(c, mask, (__m512)x);
+#elif defined(__AVX__) && BYOC_GW == 8
+    const byoc_vi mv = (byoc_vi){0, 1, 2, 3, 4, 5, 6, 7} < (byoc_vi){0} + (int)lanes;
+    if (accumulate) x += __builtin_ia32_maskloadps256((const byoc_v8 *)c, mv);
+    __builtin_ia32_maskstoreps256((byoc_v8 *)c, mv, x);
+#else
+    for (long j = 0; j < lanes && j < BYOC_GW; j++) c[j] = accumulate ? c[j] + x[j] : x[j];
+#endif
 }
 
 /* C[m x n] (+)= an MR-row panel of A times kc rows of NR floats of B: a packed panel (row k
@@ -283,35 +306,85 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
             }
         return;
     }
-#if defined(__AVX512F__)
-    /* the n columns of each row through masked loads and stores (no access past them) */
-    __mmask16 mask[BYOC_NV];
-    for (int v = 0; v < BYOC_NV; v++) mask[v] = byoc_mask16(n - v * 16);
     for (long i = 0; i < m; i++)
-        for (int v = 0; v < BYOC_NV; v++) {
-            float *ci = c + i * ldc + v * 16;
-            __m512 x = (__m512)acc[i][v];
-            if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], ci));
-            _mm512_mask_storeu_ps(ci, mask[v], x);
-        }
-#elif defined(__AVX__) && BYOC_GW == 8
-    const byoc_vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    for (long i = 0; i < m; i++)
-        for (int v = 0; v < BYOC_NV; v++) {
-            const byoc_vi mv = lane + v * 8 < (byoc_vi){0} + (int)n;
-            float *ci = c + i * ldc + v * 8;
-            byoc_vf x = acc[i][v];
-            if (accumulate) x += __builtin_ia32_maskloadps256((const byoc_v8 *)ci, mv);
-            __builtin_ia32_maskstoreps256((byoc_v8 *)ci, mv, x);
-        }
-#else
-    for (long i = 0; i < m; i++)
-        for (long j = 0; j < n; j++) {
-            const float x = acc[i][j / BYOC_GW][j % BYOC_GW];
-            c[i * ldc + j] = accumulate ? c[i * ldc + j] + x : x;
-        }
-#endif
+        for (int v = 0; v < BYOC_NV; v++)
+            byoc_store_lanes(c + i * ldc + v * BYOC_GW, acc[i][v], n - v * BYOC_GW, accumulate);
 }
+
+/* Rows R (< MR) of an MR-row panel of A times P NR-column panels of B at once, packed (panel p
+   at bp + p * kc * NR) or read in place (row k of panel p at bp + off[k] + p * NR): a GEMM's
+   last rows (M = 49 positions: 8 panels and 1 row) had been computed as MR rows against one
+   panel, 6x the FMAs for one row; R x P x NV chains keep the FMAs busy. n: columns to store. */
+static inline __attribute__((always_inline)) void byoc_ukernel_rows_rp(
+        long kc, const float *restrict ap, const float *restrict bp, const long *restrict off,
+        float *restrict c, long ldc, const int R, const int P, long n, int accumulate,
+        const float *restrict bias) {
+    byoc_gf acc[BYOC_MR][4][BYOC_NV];
+    const long pstride = off ? BYOC_NR : kc * BYOC_NR;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BYOC_NV; v++) acc[i][p][v] = (byoc_gf){0} + (bias ? bias[i] : 0.0f);
+    for (long k = 0; k < kc; k++) {
+        const float *b = off ? bp + off[k] : bp + k * BYOC_NR;
+        byoc_gf bv[4][BYOC_NV];
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BYOC_NV; v++)
+                bv[p][v] = *(const byoc_gf *)(b + p * pstride + v * BYOC_GW);
+        const float *a = ap + k * BYOC_MR;
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+                for (int v = 0; v < BYOC_NV; v++) acc[i][p][v] += a[i] * bv[p][v];
+    }
+    for (int i = 0; i < R; i++)
+        for (int p = 0; p < P; p++)
+            for (int v = 0; v < BYOC_NV; v++)
+                byoc_store_lanes(c + i * ldc + p * BYOC_NR + v * BYOC_GW, acc[i][p][v],
+                                 n - p * BYOC_NR - v * BYOC_GW, accumulate);
+}
+
+/* Panels of B at once for R rows: as many as the registers hold (R x P x NV accumulators
+   and P x NV of B: 32 vector registers with AVX-512, 16 otherwise). */
+#if defined(__AVX512F__)
+static const int byoc_rows_panels[BYOC_MR] = {0, 4, 4, 3, 2, 2};
+#else
+static const int byoc_rows_panels[BYOC_MR] = {0, 2, 2, 1, 1, 1};
+#endif
+
+/* C[m x n] (+)= the first m (< MR) rows of an MR-row panel of A times the n columns of B from
+   bp (as byoc_ukernel_rows_rp reads it), up to byoc_rows_panels[m] panels a call (no more
+   than are left: nothing is read past B's last panel). */
+#define BYOC_ROWS_P(R, P) byoc_ukernel_rows_rp(kc, ap, b, off, c + j, ldc, R, P, n - j, \
+                                               accumulate, bias)
+#define BYOC_ROWS_R(R) switch (np) { \
+    case 1: BYOC_ROWS_P(R, 1); break; case 2: BYOC_ROWS_P(R, 2); break; \
+    case 3: BYOC_ROWS_P(R, 3); break; default: BYOC_ROWS_P(R, 4); break; }
+static void byoc_ukernel_rows(long kc, const float *restrict ap, const float *restrict bp,
+                              const long *restrict off, float *restrict c, long ldc, long m,
+                              long n, int accumulate, const float *restrict bias) {
+    for (long j = 0; j < n;) {
+        const float *b = bp + j * (off ? 1 : kc);
+        const long left = (n - j + BYOC_NR - 1) / BYOC_NR;
+        const long np = left < byoc_rows_panels[m] ? left : byoc_rows_panels[m];
+        switch (m) {
+        case 1: BYOC_ROWS_R(1); break;
+        case 2: BYOC_ROWS_R(2); break;
+        case 3: BYOC_ROWS_R(3); break;
+        case 4: BYOC_ROWS_R(4); break;
+        default: BYOC_ROWS_R(5); break;
+        }
+        j += np * BYOC_NR;
+    }
+}
+#undef BYOC_ROWS_R
+#undef BYOC_ROWS_P
 
 static float byoc_dot(const float *a, const float *b, long n) {
     byoc_vf s0 = {0}, s1 = {0};
@@ -417,21 +490,23 @@ static void byoc_ukernel_few(long kc, const float *restrict ap, const float *res
    blocks gives the same numbers. */
 static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, long j1,
                             float *ws) {
-    long K = g->K, kcmax = K < BYOC_KC ? K : BYOC_KC;
+    long K = g->K, kcmax = K < BYOC_KC ? K : BYOC_KC, nc;
     long mpad = (g->M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, ldc = g->ldc;
     float *ap = ws;
     float *bp = ws + ((BYOC_MC + BYOC_MR) * kcmax + 15) / 16 * 16;
     long off[BYOC_KC];  /* B in place: row k of a K block at off[k] from its first */
     if (g->binplace)
         for (long k = 0; k < kcmax; k++) off[k] = k * g->brs;
-    for (long jc = j0; jc < j1; jc += BYOC_NC) {
-        long nc = j1 - jc < BYOC_NC ? j1 - jc : BYOC_NC;
+    for (long jc = j0; jc < j1; jc += nc) {  /* blocks end where B's shared blocks do */
+        nc = BYOC_NC - jc % BYOC_NC;
+        if (nc > j1 - jc) nc = j1 - jc;
         const long inplace = g->binplace ? nc / BYOC_NR * BYOC_NR : 0;  /* columns */
         for (long pc = 0; pc < K; pc += BYOC_KC) {
             long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
             const int acc = g->accumulate || pc > 0;  /* onto C: asked, or K blocks before */
-            if (g->bshared)
-                bp = g->bshared + (pc / BYOC_KC * g->njc + jc / BYOC_NC) * g->bstride;
+            if (g->bshared)  /* (a column task's part of a block starts jc % NC into it) */
+                bp = g->bshared + (pc / BYOC_KC * g->njc + jc / BYOC_NC) * g->bstride
+                     + jc % BYOC_NC * kc;
             else if (nc > inplace)
                 g->pack(g->bsrc, pc, kc, jc + inplace, nc - inplace, bp);
             for (long ic = i0; ic < i1; ic += BYOC_MC) {
@@ -439,6 +514,7 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                 const float *a = g->apacked ? g->apacked + pc * mpad + ic * kc : ap;
                 if (!g->apacked) byoc_pack_a(g->A, ic, mc, pc, kc, g->alpha, ap);
                 /* the epilogue takes mc x BYOC_EPI_W tiles: still in cache, but few calls */
+                const long mfull = mc / BYOC_MR * BYOC_MR, mrest = mc - mfull;
                 for (long je = 0; je < nc; je += BYOC_EPI_W) {
                     long jend = nc - je < BYOC_EPI_W ? nc : je + BYOC_EPI_W;
                     for (long jr = je; jr < jend; jr += BYOC_NR) {
@@ -446,8 +522,8 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                         /* a few columns past a whole vector (a 7x7 map's 49 = 32 + 16 + 1)
                            down A's columns: a vector across them costs as much as 16 */
                         long nd = n % BYOC_GW <= BYOC_FEW_COLS ? n % BYOC_GW : 0;
-                        for (long ir = 0; ir < mc; ir += BYOC_MR) {
-                            long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                        for (long ir = 0; ir < mfull; ir += BYOC_MR) {
+                            const long m = BYOC_MR;
                             float *cr = g->C + (ic + ir) * ldc + jc + jr;
                             const float *bias = g->bias && !acc ? g->bias + ic + ir : 0;
                             if (jr < inplace) {
@@ -463,6 +539,19 @@ static void byoc_gemm_block(const byoc_gemm_job *g, long i0, long i1, long j0, l
                                 byoc_ukernel_few(kc, a + ir * kc, bpj + n - nd,
                                                  cr + n - nd, ldc, m, nd, acc, bias);
                         }
+                    }
+                    if (mrest) {  /* the last rows against the tile's panels at once */
+                        float *cr = g->C + (ic + mfull) * ldc + jc;
+                        const float *ar = a + mfull * kc;
+                        const float *bias = g->bias && !acc ? g->bias + ic + mfull : 0;
+                        const long ip = jend < inplace ? jend : inplace;  /* in place: je..ip */
+                        if (je < ip)
+                            byoc_ukernel_rows(kc, ar, g->binplace + pc * g->brs + jc + je, off,
+                                              cr + je, ldc, mrest, ip - je, acc, bias);
+                        const long jp = je > ip ? je : ip;
+                        if (jp < jend)
+                            byoc_ukernel_rows(kc, ar, bp + (jp - inplace) * kc, 0, cr + jp, ldc,
+                                              mrest, jend - jp, acc, bias);
                     }
                     if (g->epi && pc + kc == K)
                         g->epi->fn(g->C + ic * ldc + jc + je, ldc, ic, mc, jend - je,
@@ -510,13 +599,44 @@ static int byoc_rows_spread(long rs) {
     return g <= 2;
 }
 
+/* B's blocks as byoc_gemm_block reads a shared B: (KC rows, NC columns) each, bstride floats
+   apart (pack_b in runtime_c.py lays out constant weights the same way). */
+static void byoc_gemm_shared_layout(byoc_gemm_job *g) {
+    long kc = g->K < BYOC_KC ? g->K : BYOC_KC, nc = g->N < BYOC_NC ? g->N : BYOC_NC;
+    g->njc = (g->N + BYOC_NC - 1) / BYOC_NC;
+    g->bstride = (kc * ((nc + BYOC_NR - 1) / BYOC_NR * BYOC_NR) + BYOC_NR + 15) / 16 * 16;
+}
+
+/* Runs a GEMM's job: on the pool when the product is big, over column panels (each task packs
+   its own part of B; A, unless packed already, is packed by every task), or over row panels
+   when there are few columns (B packed once, shared, unless it came packed). */
+static void byoc_gemm_run(byoc_gemm_job *g, float *ws) {
+    const long M = g->M, N = g->N, K = g->K;
+    int threads = byoc_threads();
+    if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
+        long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
+        /* each task of a column cut reads all of A, each of a row cut packs all of B: cut the
+           longer side (a late conv layer's 2048 channels x 49 positions read its 4 MB of
+           weights once per column task, slower on 2 threads than on 1) */
+        g->by_rows = col_panels < 2L * threads ? row_panels > col_panels
+                                               : row_panels >= 2L * threads && M > N;
+        if (g->by_rows && !g->bshared) {  /* B packed once (the caller's slot 2), shared */
+            g->binplace = 0;
+            byoc_gemm_shared_layout(g);
+            long blocks = (K + BYOC_KC - 1) / BYOC_KC * g->njc;
+            g->bshared = (float *)byoc_rt->scratch(2, 4 * blocks * g->bstride);
+            byoc_parallel(blocks, byoc_gemm_pack_task, g);
+        }
+        byoc_parallel(g->by_rows ? row_panels : col_panels, byoc_gemm_task, g);
+        return;
+    }
+    byoc_gemm_block(g, 0, M, 0, N, ws);
+}
+
 /* C[M, N] (+)= alpha * A[M, K] * B[K, N]; B comes from a packer. ws: byoc_gemm_scratch floats. */
 /* apacked: A already packed (pack_a in runtime_c.py: for each KC block, MR-row panels), or 0. */
 /* bias (or 0): each row's, the sums' start (not with accumulate). */
 /* epi (or 0) runs on each mc x BYOC_EPI_W tile of C once its last K block is stored, in cache. */
-/* On the pool when the product is big: over column panels (each task packs its own part of B;
-   A, unless packed already, is packed by every task), over row panels when there are few
-   columns (B packed by every task). */
 static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
                       const float *apacked, byoc_pack_fn pack, const void *bsrc, float *C,
                       long ldc, int accumulate, float *ws, const float *bias,
@@ -535,27 +655,7 @@ static void byoc_gemm(long M, long N, long K, float alpha, const byoc_mat *A,
         g.binplace = ((const byoc_mat *)bsrc)->p;
         g.brs = ((const byoc_mat *)bsrc)->rs;
     }
-    int threads = byoc_threads();
-    if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
-        long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
-        /* each task of a column cut reads all of A, each of a row cut packs all of B: cut the
-           longer side (a late conv layer's 2048 channels x 49 positions read its 4 MB of
-           weights once per column task, slower on 2 threads than on 1) */
-        g.by_rows = col_panels < 2L * threads ? row_panels > col_panels
-                                              : row_panels >= 2L * threads && M > N;
-        if (g.by_rows) {  /* B packed once, shared (the caller's slot 2), not once per task */
-            g.binplace = 0;
-            long kc = K < BYOC_KC ? K : BYOC_KC, nc = N < BYOC_NC ? N : BYOC_NC;
-            g.njc = (N + BYOC_NC - 1) / BYOC_NC;
-            g.bstride = (kc * ((nc + BYOC_NR - 1) / BYOC_NR * BYOC_NR) + BYOC_NR + 15) / 16 * 16;
-            long blocks = (K + BYOC_KC - 1) / BYOC_KC * g.njc;
-            g.bshared = (float *)byoc_rt->scratch(2, 4 * blocks * g.bstride);
-            byoc_parallel(blocks, byoc_gemm_pack_task, &g);
-        }
-        byoc_parallel(g.by_rows ? row_panels : col_panels, byoc_gemm_task, &g);
-        return;
-    }
-    byoc_gemm_block(&g, 0, M, 0, N, ws);
+    byoc_gemm_run(&g, ws);
 }
 
 /* A row or two of A against a strided B: vector dots (B's columns contiguous) or axpys (its
@@ -830,6 +930,61 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
     }
     for (long n = 0; n < N; n++)
         for (long g = 0; g < G; g++) byoc_conv_group(&j, n, g, ws);
+}
+
+/* A pointwise conv (1x1, stride 1, one group) as its transpose, Y^T[HW x M] = X^T W^T, with
+   vectors across output channels instead of positions, for maps whose positions fill NR-wide
+   vectors badly: a 6x6 map's 36 were computed as 32 and 4 columns down A's columns, which
+   cost as much as 16; as rows they fill 6 MR-row panels. W^T comes packed once as byoc_gemm's
+   shared B (bt: pack_b in runtime_c.py). Each image's product lands in ws as HW rows of M and
+   is transposed into y with the bias, then the epilogue runs, by blocks of channels on the
+   pool. On 1x1 maps (an SE block's) the whole batch is one product, X[N x C] W^T, written
+   straight into y (as a GEMM with one column per image it was a dot per output, and with
+   more than two images a strided pack of W^T per call). ws: pointwise_t_scratch floats. */
+typedef struct {
+    const float *c, *bias;
+    float *y;
+    long HW, M;
+    const byoc_epi *epi;
+} byoc_pwt_job;
+
+#define BYOC_PWT_CHANNELS 64  /* channels a transpose task takes */
+static void byoc_pwt_out(void *ctx, long b0, long b1) {
+    const byoc_pwt_job *j = (const byoc_pwt_job *)ctx;
+    const long HW = j->HW, M = j->M;
+    for (long b = b0; b < b1; b++) {
+        const long m0 = b * BYOC_PWT_CHANNELS;
+        const long m1 = m0 + BYOC_PWT_CHANNELS < M ? m0 + BYOC_PWT_CHANNELS : M;
+        for (long s0 = m0; s0 < m1; s0 += 16) {  /* 16 rows of y written side by side */
+            const long s1 = s0 + 16 < m1 ? s0 + 16 : m1;
+            for (long p = 0; p < HW; p++)
+                for (long m = s0; m < s1; m++)
+                    j->y[m * HW + p] = j->c[p * M + m] + (j->bias ? j->bias[m] : 0.0f);
+        }
+        if (j->epi) j->epi->fn(j->y + m0 * HW, HW, m0, m1 - m0, HW, j->epi->ctx);
+    }
+}
+
+void byoc_conv_pointwise_t(const float *x, const float *bt, const float *bias, float *y,
+                           long N, long C, long HW, long M, float *ws, const byoc_epi *epi) {
+    const int one = HW == 1;
+    float *c = one ? y : ws, *gws = one ? ws : ws + (HW * M + 15) / 16 * 16;
+    for (long n = 0; n < (one ? 1 : N); n++) {
+        byoc_mat a = {x + n * C * HW, one ? C : 1, one ? 1 : HW};
+        byoc_gemm_job g = {one ? N : HW, M, C, 1.0f, &a, 0, 0, 0, c, M, 0, 0, 0, 0,
+                           (float *)bt, 0, 0, 0, 0};
+        byoc_gemm_shared_layout(&g);
+        byoc_gemm_run(&g, gws);
+        if (one) {
+            for (long i = 0; i < N; i++)
+                for (long m = 0; bias && m < M; m++) y[i * M + m] += bias[m];
+            if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);  /* rows of 1: y[n][m] is row n*M+m */
+            return;
+        }
+        byoc_pwt_job t = {c, bias, y + n * M * HW, HW, M, epi};
+        byoc_parallel_if(HW * M * 4, (M + BYOC_PWT_CHANNELS - 1) / BYOC_PWT_CHANNELS,
+                         byoc_pwt_out, &t);
+    }
 }
 
 /* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the input
@@ -1544,6 +1699,8 @@ typedef void (*byoc_epi_fn)(float *c, long ldc, long row, long m, long n, const 
 typedef struct { byoc_epi_fn fn; const void *ctx; } byoc_epi;
 void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B, float *C,
                    long ldc, int accumulate, float *ws, const byoc_epi *epi);
+void byoc_conv_pointwise_t(const float *x, const float *bt, const float *bias, float *y,
+                           long N, long C, long HW, long M, float *ws, const byoc_epi *epi);
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
                  long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
@@ -1603,6 +1760,35 @@ def pack_a(a: np.ndarray, groups: int = 1) -> np.ndarray:
             part = padded[:, pc:pc + KC]
             out.append(part.reshape(-1, MR, part.shape[1]).transpose(0, 2, 1).ravel())
     return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def pack_b(b: np.ndarray) -> np.ndarray:
+    """``b`` [K x N] as byoc_gemm reads a shared, packed B (byoc_gemm_shared_layout): blocks of
+    KC rows and NC columns, each NR-column panels of its rows, bstride floats apart."""
+    b = np.asarray(b, np.float32)
+    k, n = b.shape
+    nr = machine_nr()
+    kc_max, nc_max = min(k, KC), min(n, NC)
+    stride = (kc_max * (-(-nc_max // nr) * nr) + nr + 15) // 16 * 16
+    out = np.zeros((-(-k // KC) * -(-n // NC), stride), np.float32)
+    t = 0
+    for pc in range(0, k, KC):
+        for jc in range(0, n, NC):
+            block = b[pc:pc + KC, jc:jc + NC]
+            kc, nc = block.shape
+            cols = -(-nc // nr) * nr
+            padded = np.zeros((kc, cols), np.float32)
+            padded[:, :nc] = block
+            out[t, :kc * cols] = padded.reshape(kc, -1, nr).transpose(1, 0, 2).ravel()
+            t += 1
+    return out.ravel()
+
+
+def pointwise_t_scratch(n: int, c: int, hw: int, m: int) -> int:
+    """Floats of scratch byoc_conv_pointwise_t needs: an image's product (unless the map is
+    1x1), then the GEMM's."""
+    rows = n if hw == 1 else hw
+    return (0 if hw == 1 else (hw * m + 15) // 16 * 16) + gemm_scratch(rows, m, c)
 
 
 def gemm_scratch(m: int, n: int, k: int) -> int:

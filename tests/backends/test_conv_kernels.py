@@ -21,14 +21,25 @@ FLOAT = TensorProto.FLOAT
 # (x shape, w shape, attributes), each run as Conv -> (+ residual) -> Relu
 CONVS = {
     "pointwise": ((2, 24, 7, 9), (20, 24, 1, 1), {}),
-    "pointwise_se": ((2, 40, 1, 1), (10, 40, 1, 1), {}),  # one pixel: a matrix-vector product
+    # one pixel (SE blocks): the batch as one product, as its transpose; 4 images against
+    # 1100 channels: W^T's shared blocks of 1024 columns, cut among the threads
+    "pointwise_se": ((2, 40, 1, 1), (10, 40, 1, 1), {}),
+    "pointwise_se_wide": ((4, 256, 1, 1), (1100, 256, 1, 1), {}),
     "pointwise_wide": ((1, 64, 3, 5), (33, 64, 1, 1), {}),
-    # maps of 36 and 49: the columns past whole vectors down A's columns, over three K blocks
+    # maps of 36, 49 and 20 as their transposes (positions as rows: 6 panels; 8 and a last
+    # row; 3 and two rows), over three K blocks, on several threads for 49
     "pointwise_deep_6x6": ((1, 600, 6, 6), (13, 600, 1, 1), {}),
     "pointwise_deep_7x7": ((2, 300, 7, 7), (20, 300, 1, 1), {}),
+    "pointwise_t_threads": ((1, 520, 7, 7), (300, 520, 1, 1), {}),
+    "pointwise_t_4x5": ((1, 64, 4, 5), (48, 64, 1, 1), {}),
+    # a map of 100: the 4 columns past whole vectors down A's columns (three K blocks, B's
+    # whole panels in place, the last packed), the last row of A against all panels at once
+    "pointwise_deep_10x10": ((1, 600, 10, 10), (13, 600, 1, 1), {}),
     # few output channels: B's whole panels read in place (rows 135 floats apart), the last
-    # packed; at a stride of whole cache lines (128 floats) all packed
+    # packed; at a stride of whole cache lines (128 floats) all packed; 22 channels: the last
+    # 4 rows against in-place and packed panels
     "pointwise_in_place": ((1, 40, 9, 15), (24, 40, 1, 1), {}),
+    "pointwise_in_place_rows": ((1, 40, 9, 15), (22, 40, 1, 1), {}),
     "pointwise_line_stride": ((1, 40, 8, 16), (24, 40, 1, 1), {}),
     "pointwise_strided": ((1, 16, 9, 11), (24, 16, 1, 1), {"strides": [2, 2]}),
     # strided 1x1: the positions read gathered first (rows of two vectors and a scalar tail);
