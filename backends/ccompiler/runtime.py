@@ -196,6 +196,9 @@ class CompiledRegion:
     specialize: Callable[[Function, Sequence[TensorType], dict[int, np.ndarray]], Function] = \
         staticmethod(lambda func, types, values: func)
     prepare: Callable[[Function], Function] = staticmethod(lambda func: func)  # before folding
+    # Its calls leave numpy nothing to warn of: C, or a host fallback whose executor quiets
+    # numpy itself; the executor then runs a plan of such regions without np.errstate.
+    fp_quiet = True
 
     def __init__(self, func: Function, threads: int | None = None):
         self.func = self._folded(func)

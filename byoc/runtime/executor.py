@@ -131,15 +131,19 @@ class Executable:
         return value if device == HOST else get_device(device).to_host(value)
 
     def _execute(self, plan: Plan, args: list, probe: Probe | None = None) -> list:
+        if probe is None:
+            compiled = self._compiled(plan)
+            if compiled is not None:
+                run, quiet, constants, kernels = compiled
+                try:
+                    if quiet:  # no numpy kernel to warn (a model in one C region)
+                        return run(args, constants, kernels)
+                    with np.errstate(all="ignore"):
+                        return run(args, constants, kernels)
+                except Exception:  # re-run interpreted: it reports (or recovers) per node
+                    pass
         with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, once a run
             if probe is None:
-                compiled = self._compiled(plan)
-                if compiled is not None:
-                    try:
-                        return compiled(args, [v for _, v in plan.constants],
-                                        [c[1] for c in plan.code])
-                    except Exception:  # re-run interpreted: it reports (or recovers) per node
-                        pass
                 slots = self._slots(plan, args)
                 self._loop(plan, slots)
             else:
@@ -158,10 +162,17 @@ class Executable:
             slots[s] = v
         return slots
 
-    def _compiled(self, plan: Plan):
+    def _compiled(self, plan: Plan) -> tuple | None:
+        """The plan as one Python function (pycode.py) with what it takes: (run, quiet,
+        constants, kernels); quiet when every kernel is a region that says numpy warns of
+        nothing in it (``fp_quiet``), so that the run needs no np.errstate. None if too big."""
         key = id(plan)
         if key not in self._pycode:
-            self._pycode[key] = compile_plan(plan)
+            run = compile_plan(plan)
+            kernels = [c[1] for c in plan.code]
+            quiet = all(getattr(c[1], "fp_quiet", False) for c in plan.code if c[0] == CALL)
+            self._pycode[key] = None if run is None else (
+                run, quiet, [v for _, v in plan.constants], kernels)
         return self._pycode[key]
 
     def _loop(self, plan: Plan, slots: list) -> None:
@@ -212,6 +223,7 @@ class Executable:
             fn = reference(call, self.ctx)
             plan.instrs[k].fn = fn
             plan.code[k] = (CALL, fn, *plan.code[k][2:])
+            self._pycode.pop(id(plan), None)  # its kernels list held the one replaced
             try:
                 return fn(*vals)
             except Exception as again:

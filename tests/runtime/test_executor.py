@@ -77,6 +77,25 @@ def test_nan_and_inf_propagate():
     assert np.isnan(out["y"][0]) and out["y"][1] == np.inf and out["y"][2] == 0
 
 
+@pytest.mark.parametrize("backends", [None, ["native"]])
+def test_division_by_zero_gives_inf_without_a_warning(backends):
+    """On the host, numpy's kernels run under np.errstate; a model in one native region skips
+    it (numpy computes nothing there) and is as quiet."""
+    import warnings
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Div", ["r", "z"], ["y"], name="div")]
+    model = make_model(nodes, [("x", FLOAT, [3]), ("z", FLOAT, [3])], [("y", FLOAT, [3])])
+    mod = byoc.load_onnx(model)
+    exe = byoc.build(byoc.partition(mod, backends=backends) if backends else mod)
+    feeds = {"x": np.array([1, 0, -1], np.float32), "z": np.zeros(3, np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):  # the second run takes the compiled plan
+            out = exe.run(feeds)["y"]
+    assert out[0] == np.inf and np.isnan(out[1]) and np.isnan(out[2])
+
+
 def test_capture_all_gives_every_value_by_onnx_name_equal_to_onnxruntime():
     import onnx
 
