@@ -32,6 +32,15 @@ CONVS = {
     "pointwise_deep_7x7": ((2, 300, 7, 7), (20, 300, 1, 1), {}),
     "pointwise_t_threads": ((1, 520, 7, 7), (300, 520, 1, 1), {}),
     "pointwise_t_4x5": ((1, 64, 4, 5), (48, 64, 1, 1), {}),
+    # convs onto small maps as their transposes, A gathered from the padded input: stride 2
+    # onto 7x7 (two images, two K blocks); onto 6x6 with an end pad, three K blocks, on
+    # several threads; dilated
+    "conv_t_3x3_s2": ((2, 40, 14, 14), (48, 40, 3, 3), {"strides": [2, 2],
+                                                        "pads": [1, 1, 1, 1]}),
+    "conv_t_threads": ((1, 64, 13, 13), (96, 64, 3, 3), {"strides": [2, 2],
+                                                          "pads": [1, 1, 0, 0]}),
+    "conv_t_dilated": ((1, 24, 17, 17), (40, 24, 3, 3), {"strides": [2, 2],
+                                                          "dilations": [2, 2]}),
     # a map of 100: the 4 columns past whole vectors down A's columns (three K blocks, B's
     # whole panels in place, the last packed), the last row of A against all panels at once
     "pointwise_deep_10x10": ((1, 600, 10, 10), (13, 600, 1, 1), {}),

@@ -3,8 +3,9 @@
 Conv is a GEMM per image and group whose B operand is packed from a zero-padded copy of the
 input (im2col without its buffer), a plain GEMM for 1x1 convs, a GEMM reading its taps from
 the input in place for convs of few input channels (``direct``) or of small maps and few
-output channels (``flat``), Winograd for 3x3 ones of many, and direct loops for depthwise convs
-(``depthwise.py``).
+output channels (``flat``), the transposed GEMM (channels across vectors, positions as rows)
+onto small ragged maps and 1x1 ones (``transposed``), Winograd for 3x3 ones of many, and
+direct loops for depthwise convs (``depthwise.py``).
 ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
 """
 
@@ -28,8 +29,14 @@ WINOGRAD_FEW_CHANNELS_MIN_MAP = 196
 FLAT_MAX_MAP = 1024
 FLAT_WINOGRAD_MAX_MAP = 100
 FLAT_MAX_WASTE = 32
-# byoc_conv_pointwise_t (``pointwise_t``): maps of at most this many positions.
-POINTWISE_T_MAX_MAP = 64
+# byoc_conv_t (``transposed``): output maps of at most this many positions, weights of at most
+# this many floats (W^T is its GEMM's B, streamed without the prefetch A gets: 512 -> 512 3x3
+# stride 2 on 14x14, 2.4M floats, ran 1.13x slower; 256 -> 256, 0.6M, 0.86x; 512 -> 2048
+# pointwise, 1M, 0.93x).
+TRANSPOSED_MAX_MAP = 64
+TRANSPOSED_MAX_WEIGHTS = 1 << 20
+# (each GEMM tile then holds every position, which byoc_convt_tile's epilogue needs)
+assert TRANSPOSED_MAX_MAP <= runtime_c.MC
 
 
 def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[int]:
@@ -103,23 +110,27 @@ def flat(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
     return m * extra <= FLAT_MAX_WASTE
 
 
-def pointwise_t(w: Tensor, dims: list[int], groups: int) -> bool:
-    """Whether a pointwise conv runs as its transpose (``byoc_conv_pointwise_t``: vectors
-    across output channels, positions as rows): one group, constant weights, 1x1, stride 1, no
-    pads, and a map of one position (an SE block's: the batch becomes one product) or of at
-    most POINTWISE_T_MAX_MAP positions whose last vector holds only a few (up to FEW_COLS
-    past whole half-panels, which byoc_gemm computes down A's columns at the cost of ~16).
-    Measured at one thread, the C alone, against the GEMM over positions: SE convs 0.34-0.74x
-    (4 images of 1024 -> 1000: 0.07x, a strided pack of W per call gone); 512 -> 512 on 20,
-    36 and 49 positions 0.65-0.69x, 0.80-0.87x, 0.89-0.94x; on 32, 64 or 196 positions
-    1.09-1.29x (the GEMM wastes nothing there, and the transpose costs)."""
+def transposed(w: Tensor, dims: list[int], groups: int) -> bool:
+    """Whether a conv runs as its transpose (``byoc_conv_t``: vectors across output channels,
+    positions as rows): one group, constant weights, and an output map of one position (an SE
+    block's pointwise conv: the batch becomes one product) or of at most TRANSPOSED_MAX_MAP
+    positions whose last vector holds only a few (up to FEW_COLS past whole half-panels,
+    which byoc_gemm computes down A's columns at the cost of ~16), with weights of at most
+    TRANSPOSED_MAX_WEIGHTS. Measured, the C alone, against the GEMM over positions, at 1 and 2
+    threads: SE convs 0.34-0.74x (4 images of 1024 -> 1000: 0.07x, a strided pack of W per call
+    gone); 512 -> 512 pointwise on 20, 36 and 49 positions at 1 thread 0.65-0.69x, 0.80-0.87x,
+    0.89-0.94x, on 32, 64 or 196 1.09-1.29x (the GEMM wastes nothing there, and the transpose
+    costs); 832 -> 384 on 6x6 0.83x, 1.01x; 3x3 stride 2 onto 7x7: 128 -> 192 0.89x, 0.98x,
+    256 -> 256 0.89x, 0.80x, 96 -> 96 0.87x, 1.01x; 64 -> 64 onto 6x6 (2 images) 0.77x, 0.84x.
+    """
     _, _, h, wd, _, oh, ow, kh, kw, sh, sw, ph, pw = dims[:13]
-    if not (groups == 1 and w.value is not None and (kh, kw, sh, sw, ph, pw) ==
-            (1, 1, 1, 1, 0, 0) and (oh, ow) == (h, wd)):
+    if groups != 1 or w.value is None:
         return False
-    hw = h * wd
-    few = 0 < hw % (runtime_c.machine_nr() // 2) <= runtime_c.FEW_COLS
-    return hw == 1 or (few and hw <= POINTWISE_T_MAX_MAP)
+    pointwise = (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (oh, ow) == (h, wd)
+    positions = oh * ow
+    few = 0 < positions % (runtime_c.machine_nr() // 2) <= runtime_c.FEW_COLS
+    return ((pointwise and positions == 1) or (few and positions <= TRANSPOSED_MAX_MAP)) \
+        and w.value.size <= TRANSPOSED_MAX_WEIGHTS
 
 
 def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
@@ -150,17 +161,17 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
         ctx.src.line(f"byoc_conv3x3_winograd({x.ptr}, {u}, {b}, {out.ptr}, {n}, {c}, {h}, {wd}, "
                      f"{m}, {oh}, {ow}, {dims[11]}, {dims[12]}, {epilogue});")
         return True
-    if pointwise_t(w, dims, groups):
-        n, c, h, wd, m = dims[:5]
-        bt = ctx.constant(runtime_c.pack_b(w.value.reshape(m, c).T))
-        ws = ctx.scratch(4 * runtime_c.pointwise_t_scratch(n, c, h * wd, m))
-        b = bias.ptr if bias is not None else "0"
-        ctx.src.line(f"byoc_conv_pointwise_t({x.ptr}, {bt}, {b}, {out.ptr}, {n}, {c}, {h * wd}, "
-                     f"{m}, {ws}, {epilogue});")
-        return True
     if direct(w, dims, groups):
         _emit_in_place(ctx, "byoc_conv_direct", x, w, bias, out, dims,
                        runtime_c.direct_conv_scratch(dims), epilogue)
+        return True
+    if transposed(w, dims, groups):
+        assert w.value is not None
+        bt = ctx.constant(runtime_c.pack_b(w.value.reshape(w.shape[0], -1).T))
+        ws = ctx.scratch(4 * runtime_c.conv_t_scratch(dims))
+        b = bias.ptr if bias is not None else "0"
+        args = ", ".join(str(d) for d in dims)
+        ctx.src.line(f"byoc_conv_t({x.ptr}, {bt}, {b}, {out.ptr}, {args}, {ws}, {epilogue});")
         return True
     ws = ctx.scratch(4 * runtime_c.conv_scratch(dims, groups))
     packed = "0"
