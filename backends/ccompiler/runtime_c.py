@@ -25,10 +25,11 @@ FEW_COLS = 4  # BYOC_FEW_COLS: columns past a whole vector that byoc_gemm takes 
 
 
 def machine_nr() -> int:
-    """The NR the GEMM is compiled with here (-march=native): 32 with AVX-512, else 16."""
+    """The NR the GEMM is compiled with here (-march=native): 32 with AVX-512, 16 with AVX, else
+    8 (SSE, NEON, or a compiler that refused -march=native). pack_b lays constants out by it."""
     from byoc.codegen.build_cache import native_flags_have
 
-    return 32 if native_flags_have("avx512f") else 16
+    return 32 if native_flags_have("avx512f") else 16 if native_flags_have("avx") else 8
 
 _PRELUDE = r"""
 #include <math.h>

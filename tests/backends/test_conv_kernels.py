@@ -256,3 +256,39 @@ def test_small_maps_of_few_output_channels_read_their_taps_in_place():
     assert takes(128, 32, 7, 7) and takes(96, 24, 8, 10)
     assert not takes(128, 32, 14, 14) and not takes(512, 512, 7, 7) and not takes(8, 8, 40, 40)
     assert takes(16, 48, 13, 13, k=5) and not takes(32, 128, 13, 13, k=5)
+
+
+@pytest.mark.slow
+def test_transposed_convs_on_a_machine_without_avx(monkeypatch, tmp_path):
+    """W^T is packed in Python by the NR the C is compiled with: built for plain x86-64 (SSE's
+    NR of 8) the transposed convs still match (pack_b had assumed 16 off AVX-512)."""
+    import platform
+
+    from byoc.codegen import build_cache
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("an x86-64 target")
+    cc, version, flags = build_cache.toolchain()
+    plain = tuple("-march=x86-64" if f == "-march=native" else f for f in flags)
+    monkeypatch.setattr(build_cache, "_TOOLCHAIN", (cc, version, plain))
+    monkeypatch.setattr(build_cache, "native_flags_have", lambda flag: False)
+    monkeypatch.setenv("BYOC_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(4)
+    n = helper.make_node
+    shapes = {"s2": ((2, 40, 14, 14), (48, 40, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+              "pw": ((1, 64, 6, 6), (100, 64, 1, 1), {}),
+              "se": ((4, 40, 1, 1), (1100, 40, 1, 1), {})}
+    nodes, inputs, outputs, inits, feeds = [], [], [], [], {}
+    for name, (xs, ws, attrs) in shapes.items():
+        inputs.append((f"x_{name}", FLOAT, list(xs)))
+        feeds[f"x_{name}"] = rng.standard_normal(xs).astype(np.float32)
+        w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+        inits.append(helper.make_tensor(f"w_{name}", FLOAT, ws, w.ravel()))
+        nodes.append(n("Conv", [f"x_{name}", f"w_{name}"], [f"y_{name}"], **attrs))
+        outputs.append((f"y_{name}", FLOAT, None))
+    model = make_model(nodes, inputs, outputs, inits)
+    exe = byoc.build(byoc.partition(byoc.load_onnx(model), backends=["native"]), threads=2)
+    got, want = exe.run(feeds), run_onnxruntime(model, feeds)
+    for name, ref in want.items():
+        scale = float(np.abs(ref).max())
+        assert float(np.abs(got[name] - ref).max()) <= 1e-5 * scale, name
