@@ -432,7 +432,6 @@ typedef struct {
        0: a row-major B of few rows of A to use each packed panel */
     const float *binplace;
     long brs;
-    int cut_columns;  /* on the pool, over column panels only (each task's tiles hold all rows) */
 } byoc_gemm_job;
 
 static long byoc_gemm_scratch(long n, long k) {  /* floats; as gemm_scratch in runtime_c.py */
@@ -630,9 +629,8 @@ static void byoc_gemm_run(byoc_gemm_job *g, float *ws) {
         /* each task of a column cut reads all of A, each of a row cut packs all of B: cut the
            longer side (a late conv layer's 2048 channels x 49 positions read its 4 MB of
            weights once per column task, slower on 2 threads than on 1) */
-        g->by_rows = g->cut_columns ? 0
-                     : col_panels < 2L * threads ? row_panels > col_panels
-                                                 : row_panels >= 2L * threads && M > N;
+        g->by_rows = col_panels < 2L * threads ? row_panels > col_panels
+                                               : row_panels >= 2L * threads && M > N;
         if (g->by_rows && !g->bshared) {  /* B packed once (the caller's slot 2), shared */
             g->binplace = 0;
             byoc_gemm_shared_layout(g);
@@ -945,108 +943,20 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
         for (long g = 0; g < G; g++) byoc_conv_group(&j, n, g, ws);
 }
 
-/* A conv (one group) as its transpose, Y^T[OH*OW x M] = im2col(X)^T W^T, with vectors across
-   output channels instead of positions, for small maps whose positions fill NR-wide vectors
-   badly: a 7x7 map's 49 were computed as 32, 16 and a column down A's columns, which cost as
-   much as 16; as rows they fill 8 MR-row panels and one row (byoc_ukernel_rows). W^T comes
-   packed once as byoc_gemm's shared B (bt: pack_b in runtime_c.py); A's panels are gathered
-   from the zero-padded input (byoc_pack_a_im2col), or read from X^T as it is for a pointwise
-   conv. Each image's product lands in ws as OH*OW rows of M, each finished tile transposed
-   into y with the bias and the epilogue (byoc_convt_tile). On 1x1 maps (an SE
-   block's) the whole batch is one product, X[N x C] W^T, written straight into y (as a GEMM
-   with one column per image it was a dot per output, and with more than two images a strided
-   pack of W^T per call). ws: conv_t_scratch floats. */
-typedef struct {
-    const float *c, *bias;  /* the product (HW rows of M), each channel's bias or 0 */
-    float *y;
-    long HW;
-    const byoc_epi *epi;  /* the region's, over y's channels, or 0 */
-} byoc_convt_out;
-
-/* A byoc_epi_fn for byoc_conv_t's GEMM: a finished tile of the product (positions row..row+m,
-   n channels) into y, transposed, with the bias, while it is in cache; a tile holding every
-   position (the GEMM cuts over columns only) then gets the region's epilogue. */
-static void byoc_convt_tile(float *c, long ldc, long row, long m, long n, const void *ctx) {
-    const byoc_convt_out *o = (const byoc_convt_out *)ctx;
-    const long HW = o->HW, j0 = (c - o->c) - row * ldc;
-    for (long s0 = j0; s0 < j0 + n; s0 += 16) {  /* 16 rows of y written side by side */
-        const long s1 = s0 + 16 < j0 + n ? s0 + 16 : j0 + n;
-        for (long p = row; p < row + m; p++)
-            for (long ch = s0; ch < s1; ch++)
-                o->y[ch * HW + p] = o->c[p * ldc + ch] + (o->bias ? o->bias[ch] : 0.0f);
-    }
-    if (o->epi && row == 0 && m == HW) o->epi->fn(o->y + j0 * HW, HW, j0, n, HW, o->epi->ctx);
-}
-
-/* A conv's im2col^T, rows (output positions) by columns (taps (c, kh, kw)) of the padded
-   input, packed once as byoc_gemm's packed A (for each KC block, MR-row panels, mpad rows);
-   a task takes K blocks lo..hi. Each panel's positions are found once, then one float per
-   position and tap (a last panel's missing rows repeat its first: written, never read). */
-typedef struct {
-    const byoc_padded *v;
-    long rows, K, mpad;
-    float *ap;
-} byoc_im2col_t_job;
-
-static void byoc_pack_im2col_t(void *ctx, long lo, long hi) {
-    const byoc_im2col_t_job *j = (const byoc_im2col_t_job *)ctx;
-    const byoc_padded *v = j->v;
-    const long khw = v->KH * v->KW, plane = v->HP * v->WP;
-    for (long b = lo; b < hi; b++) {
-        const long k0 = b * BYOC_KC, kc = j->K - k0 < BYOC_KC ? j->K - k0 : BYOC_KC;
-        float *restrict ap = j->ap + k0 * j->mpad;
-        for (long ip = 0; ip < j->rows; ip += BYOC_MR, ap += kc * BYOC_MR) {
-            long at[BYOC_MR];
-            for (int i = 0; i < BYOC_MR; i++) {
-                const long r = ip + i < j->rows ? ip + i : ip;
-                at[i] = r / v->OW * v->SH * v->WP + r % v->OW * v->SW;
-            }
-            long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
-            for (long k = 0; k < kc; k++) {
-                const float *restrict xr = v->xp + c * plane + kh * v->DH * v->WP + kw * v->DW;
-#pragma GCC unroll 8
-                for (int i = 0; i < BYOC_MR; i++) ap[k * BYOC_MR + i] = xr[at[i]];
-                if (++kw == v->KW) { kw = 0; if (++kh == v->KH) { kh = 0; c++; } }
-            }
-        }
-    }
-}
-
-void byoc_conv_t(const float *x, const float *bt, const float *bias, float *y, long N, long C,
-                 long H, long W, long M, long OH, long OW, long KH, long KW, long SH, long SW,
-                 long PH, long PW, long DH, long DW, float *ws, const byoc_epi *epi) {
-    const long HW = OH * OW, K = C * KH * KW;
-    const int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
-                          && OH == H && OW == W;
-    const int one = pointwise && HW == 1;
-    const long HP = (OH - 1) * SH + (KH - 1) * DH + 1, WP = (OW - 1) * SW + (KW - 1) * DW + 1;
-    const long mpad = (HW + BYOC_MR - 1) / BYOC_MR * BYOC_MR;
-    /* unless pointwise: the padded input, then its im2col^T packed */
-    float *xp = ws, *ap = ws + (pointwise ? 0 : (C * HP * WP + BYOC_PAD_SLACK + 15) / 16 * 16);
-    float *c = ap + (pointwise ? 0 : (mpad * K + 15) / 16 * 16);
-    float *gws = one ? ws : c + (HW * M + 15) / 16 * 16;
-    if (one) c = y;
-    for (long n = 0; n < (one ? 1 : N); n++) {
-        byoc_mat a = {x + n * C * H * W, one ? C : 1, one ? 1 : HW};
-        if (!pointwise) {  /* packed once here, not by every task of a cut over channels */
-            byoc_pad_input(x + n * C * H * W, C, H, W, PH, PW, HP, WP, xp);
-            byoc_padded im = {xp, HP, WP, KH, KW, SH, SW, DH, DW, OW};
-            byoc_im2col_t_job pj = {&im, HW, K, mpad, ap};
-            /* (a gathered float costs about four of a copy's: 49 x 2304 took 55 us) */
-            byoc_parallel_if(4 * HW * K, (K + BYOC_KC - 1) / BYOC_KC, byoc_pack_im2col_t, &pj);
-        }
-        byoc_convt_out o = {c, bias, y + n * M * HW, HW, epi};
-        const byoc_epi tile = {byoc_convt_tile, &o};
-        byoc_gemm_job g = {one ? N : HW, M, K, 1.0f, &a, pointwise ? 0 : ap, 0, 0, c, M, 0, 0,
-                           0, one ? 0 : &tile, (float *)bt, 0, 0, 0, 0, 1};
-        byoc_gemm_shared_layout(&g);
-        byoc_gemm_run(&g, gws);
-        if (one) {
-            for (long i = 0; i < N; i++)
-                for (long m = 0; bias && m < M; m++) y[i * M + m] += bias[m];
-            if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);  /* rows of 1: y[n][m] is row n*M+m */
-        }
-    }
+/* A pointwise conv on 1x1 maps (an SE block's), one group, constant weights: the whole batch
+   as one product, Y[N x M] = X[N x C] W^T, vectors across output channels and the images as
+   rows (fewer than MR: byoc_ukernel_rows). W^T comes packed once as byoc_gemm's shared B (bt:
+   pack_b in runtime_c.py). As a GEMM per image it had been a dot per output, and past two
+   images a strided pack of W^T per call. ws: gemm_scratch(N, M, C) floats. */
+void byoc_conv_1x1_maps(const float *x, const float *bt, const float *bias, float *y, long N,
+                        long C, long M, float *ws, const byoc_epi *epi) {
+    byoc_mat a = {x, C, 1};
+    byoc_gemm_job g = {N, M, C, 1.0f, &a, 0, 0, 0, y, M, 0, 0, 0, 0, (float *)bt, 0, 0, 0, 0};
+    byoc_gemm_shared_layout(&g);
+    byoc_gemm_run(&g, ws);
+    for (long i = 0; i < N; i++)
+        for (long m = 0; bias && m < M; m++) y[i * M + m] += bias[m];
+    if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);  /* rows of 1: y[n][m] is row n * M + m */
 }
 
 /* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the input
@@ -1763,9 +1673,8 @@ typedef void (*byoc_epi_fn)(float *c, long ldc, long row, long m, long n, const 
 typedef struct { byoc_epi_fn fn; const void *ctx; } byoc_epi;
 void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B, float *C,
                    long ldc, int accumulate, float *ws, const byoc_epi *epi);
-void byoc_conv_t(const float *x, const float *bt, const float *bias, float *y, long N, long C,
-                 long H, long W, long M, long OH, long OW, long KH, long KW, long SH, long SW,
-                 long PH, long PW, long DH, long DW, float *ws, const byoc_epi *epi);
+void byoc_conv_1x1_maps(const float *x, const float *bt, const float *bias, float *y, long N,
+                        long C, long M, float *ws, const byoc_epi *epi);
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
                  long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
@@ -1847,21 +1756,6 @@ def pack_b(b: np.ndarray) -> np.ndarray:
             out[t, :kc * cols] = padded.reshape(kc, -1, nr).transpose(1, 0, 2).ravel()
             t += 1
     return out.ravel()
-
-
-def conv_t_scratch(dims: list[int]) -> int:
-    """Floats of scratch byoc_conv_t needs (dims as conv_scratch's): unless pointwise, the
-    padded input with its slack and its packed im2col^T; unless the map is 1x1, an image's
-    product; then the GEMM's."""
-    n, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
-    pointwise = kh == kw == sh == sw == 1 and ph == pw == 0 and (oh, ow) == (h, w)
-    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-    mpad = -(-oh * ow // MR) * MR
-    pad = 0 if pointwise else (c * hp * wp + 2 * NR + 15) // 16 * 16 + \
-        (mpad * c * kh * kw + 15) // 16 * 16
-    one = pointwise and oh * ow == 1
-    product = 0 if one else (oh * ow * m + 15) // 16 * 16
-    return pad + product + gemm_scratch(n if one else oh * ow, m, c * kh * kw)
 
 
 def gemm_scratch(m: int, n: int, k: int) -> int:

@@ -21,25 +21,25 @@ FLOAT = TensorProto.FLOAT
 # (x shape, w shape, attributes), each run as Conv -> (+ residual) -> Relu
 CONVS = {
     "pointwise": ((2, 24, 7, 9), (20, 24, 1, 1), {}),
-    # one pixel (SE blocks): the batch as one product, as its transpose; 4 images against
+    # one pixel (SE blocks): the batch as one product, W^T packed ahead; 4 images against
     # 1100 channels: W^T's shared blocks of 1024 columns, cut among the threads
     "pointwise_se": ((2, 40, 1, 1), (10, 40, 1, 1), {}),
     "pointwise_se_wide": ((4, 256, 1, 1), (1100, 256, 1, 1), {}),
     "pointwise_wide": ((1, 64, 3, 5), (33, 64, 1, 1), {}),
-    # maps of 36, 49 and 20 as their transposes (positions as rows: 6 panels; 8 and a last
-    # row; 3 and two rows), over three K blocks, on several threads for 49
+    # maps of 36, 49 and 20: the columns past whole vectors down A's columns, over three K
+    # blocks, on several threads for 49; 13 and 20 channels: the last rows of A against
+    # several column panels at once
     "pointwise_deep_6x6": ((1, 600, 6, 6), (13, 600, 1, 1), {}),
     "pointwise_deep_7x7": ((2, 300, 7, 7), (20, 300, 1, 1), {}),
-    "pointwise_t_threads": ((1, 520, 7, 7), (300, 520, 1, 1), {}),
-    "pointwise_t_4x5": ((1, 64, 4, 5), (48, 64, 1, 1), {}),
-    # convs onto small maps as their transposes, A gathered from the padded input: stride 2
-    # onto 7x7 (two images, two K blocks); onto 6x6 with an end pad, three K blocks, on
-    # several threads; dilated
-    "conv_t_3x3_s2": ((2, 40, 14, 14), (48, 40, 3, 3), {"strides": [2, 2],
+    "pointwise_7x7_threads": ((1, 520, 7, 7), (300, 520, 1, 1), {}),
+    "pointwise_4x5": ((1, 64, 4, 5), (48, 64, 1, 1), {}),
+    # convs onto small maps: stride 2 onto 7x7 (two images, two K blocks); onto 6x6 with an
+    # end pad, three K blocks, on several threads; dilated
+    "conv_3x3_s2_onto_7x7": ((2, 40, 14, 14), (48, 40, 3, 3), {"strides": [2, 2],
                                                         "pads": [1, 1, 1, 1]}),
-    "conv_t_threads": ((1, 64, 13, 13), (96, 64, 3, 3), {"strides": [2, 2],
+    "conv_3x3_s2_threads": ((1, 64, 13, 13), (96, 64, 3, 3), {"strides": [2, 2],
                                                           "pads": [1, 1, 0, 0]}),
-    "conv_t_dilated": ((1, 24, 17, 17), (40, 24, 3, 3), {"strides": [2, 2],
+    "conv_3x3_s2_dilated": ((1, 24, 17, 17), (40, 24, 3, 3), {"strides": [2, 2],
                                                           "dilations": [2, 2]}),
     # a map of 100: the 4 columns past whole vectors down A's columns (three K blocks, B's
     # whole panels in place, the last packed), the last row of A against all panels at once
@@ -259,9 +259,10 @@ def test_small_maps_of_few_output_channels_read_their_taps_in_place():
 
 
 @pytest.mark.slow
-def test_transposed_convs_on_a_machine_without_avx(monkeypatch, tmp_path):
-    """W^T is packed in Python by the NR the C is compiled with: built for plain x86-64 (SSE's
-    NR of 8) the transposed convs still match (pack_b had assumed 16 off AVX-512)."""
+def test_convs_on_a_machine_without_avx(monkeypatch, tmp_path):
+    """An SE conv's W^T is packed in Python by the NR the C is compiled with: built for plain
+    x86-64 (SSE's NR of 8) it still matches (pack_b had assumed 16 off AVX-512), and so do a
+    strided conv and a pointwise one on a small map."""
     import platform
 
     from byoc.codegen import build_cache

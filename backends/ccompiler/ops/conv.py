@@ -3,9 +3,8 @@
 Conv is a GEMM per image and group whose B operand is packed from a zero-padded copy of the
 input (im2col without its buffer), a plain GEMM for 1x1 convs, a GEMM reading its taps from
 the input in place for convs of few input channels (``direct``) or of small maps and few
-output channels (``flat``), the transposed GEMM (channels across vectors, positions as rows)
-onto small ragged maps and 1x1 ones (``transposed``), Winograd for 3x3 ones of many, and
-direct loops for depthwise convs (``depthwise.py``).
+output channels (``flat``), one product over the batch for 1x1 maps (``maps_1x1``), Winograd
+for 3x3 ones of many, and direct loops for depthwise convs (``depthwise.py``).
 ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
 """
 
@@ -29,14 +28,6 @@ WINOGRAD_FEW_CHANNELS_MIN_MAP = 196
 FLAT_MAX_MAP = 1024
 FLAT_WINOGRAD_MAX_MAP = 100
 FLAT_MAX_WASTE = 32
-# byoc_conv_t (``transposed``): output maps of at most this many positions, weights of at most
-# this many floats (W^T is its GEMM's B, streamed without the prefetch A gets: 512 -> 512 3x3
-# stride 2 on 14x14, 2.4M floats, ran 1.13x slower; 256 -> 256, 0.6M, 0.86x; 512 -> 2048
-# pointwise, 1M, 0.93x).
-TRANSPOSED_MAX_MAP = 64
-TRANSPOSED_MAX_WEIGHTS = 1 << 20
-# (each GEMM tile then holds every position, which byoc_convt_tile's epilogue needs)
-assert TRANSPOSED_MAX_MAP <= runtime_c.MC
 
 
 def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[int]:
@@ -110,27 +101,15 @@ def flat(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
     return m * extra <= FLAT_MAX_WASTE
 
 
-def transposed(w: Tensor, dims: list[int], groups: int) -> bool:
-    """Whether a conv runs as its transpose (``byoc_conv_t``: vectors across output channels,
-    positions as rows): one group, constant weights, and an output map of one position (an SE
-    block's pointwise conv: the batch becomes one product) or of at most TRANSPOSED_MAX_MAP
-    positions whose last vector holds only a few (up to FEW_COLS past whole half-panels,
-    which byoc_gemm computes down A's columns at the cost of ~16), with weights of at most
-    TRANSPOSED_MAX_WEIGHTS. Measured, the C alone, against the GEMM over positions, at 1 and 2
-    threads: SE convs 0.34-0.74x (4 images of 1024 -> 1000: 0.07x, a strided pack of W per call
-    gone); 512 -> 512 pointwise on 20, 36 and 49 positions at 1 thread 0.65-0.69x, 0.80-0.87x,
-    0.89-0.94x, on 32, 64 or 196 1.09-1.29x (the GEMM wastes nothing there, and the transpose
-    costs); 832 -> 384 on 6x6 0.83x, 1.01x; 3x3 stride 2 onto 7x7: 128 -> 192 0.89x, 0.98x,
-    256 -> 256 0.89x, 0.80x, 96 -> 96 0.87x, 1.01x; 64 -> 64 onto 6x6 (2 images) 0.77x, 0.84x.
-    """
+def maps_1x1(w: Tensor, dims: list[int], groups: int) -> bool:
+    """Whether a conv runs as one product over its batch (``byoc_conv_1x1_maps``): pointwise on
+    1x1 maps (SE blocks), one group, constant weights. Measured, the C alone, against a GEMM
+    per image: 120 -> 480 on 2 images 0.41x at 1 and 2 threads, 96 -> 384 on one 0.79x,
+    384 -> 96 0.74x; 1024 -> 1000 on 4 images 0.07x (1.55 ms -> 0.10: a strided pack of W
+    per call gone)."""
     _, _, h, wd, _, oh, ow, kh, kw, sh, sw, ph, pw = dims[:13]
-    if groups != 1 or w.value is None:
-        return False
-    pointwise = (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and (oh, ow) == (h, wd)
-    positions = oh * ow
-    few = 0 < positions % (runtime_c.machine_nr() // 2) <= runtime_c.FEW_COLS
-    return ((pointwise and positions == 1) or (few and positions <= TRANSPOSED_MAX_MAP)) \
-        and w.value.size <= TRANSPOSED_MAX_WEIGHTS
+    return (groups == 1 and w.value is not None and (kh, kw, sh, sw, ph, pw) ==
+            (1, 1, 1, 1, 0, 0) and (h, wd, oh, ow) == (1, 1, 1, 1))
 
 
 def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor],
@@ -165,13 +144,14 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
         _emit_in_place(ctx, "byoc_conv_direct", x, w, bias, out, dims,
                        runtime_c.direct_conv_scratch(dims), epilogue)
         return True
-    if transposed(w, dims, groups):
+    if maps_1x1(w, dims, groups):
         assert w.value is not None
-        bt = ctx.constant(runtime_c.pack_b(w.value.reshape(w.shape[0], -1).T))
-        ws = ctx.scratch(4 * runtime_c.conv_t_scratch(dims))
+        n, c, m = dims[0], dims[1], dims[4]
+        bt = ctx.constant(runtime_c.pack_b(w.value.reshape(m, c).T))
+        ws = ctx.scratch(4 * runtime_c.gemm_scratch(n, m, c))
         b = bias.ptr if bias is not None else "0"
-        args = ", ".join(str(d) for d in dims)
-        ctx.src.line(f"byoc_conv_t({x.ptr}, {bt}, {b}, {out.ptr}, {args}, {ws}, {epilogue});")
+        ctx.src.line(f"byoc_conv_1x1_maps({x.ptr}, {bt}, {b}, {out.ptr}, {n}, {c}, {m}, {ws}, "
+                     f"{epilogue});")
         return True
     ws = ctx.scratch(4 * runtime_c.conv_scratch(dims, groups))
     packed = "0"
