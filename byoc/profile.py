@@ -59,6 +59,14 @@ def _region_spans(exe: Executable) -> dict[str, str]:
 MIN_RUNS, MIN_SECONDS, MAX_RUNS = 5, 0.5, 50
 
 
+def _more_runs(done: int, repeat: int | None, elapsed: float) -> bool:
+    """Whether to time another run: ``repeat`` of them (at least one), or without it until
+    MIN_RUNS and MIN_SECONDS are reached, MAX_RUNS at most."""
+    if repeat is not None:
+        return done < max(1, repeat)
+    return done < MAX_RUNS and (done < MIN_RUNS or elapsed < MIN_SECONDS)
+
+
 def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int | None = None
             ) -> dict:
     """Run ``repeat`` timed debug runs (after one warm-up), or as many as MIN_RUNS, MIN_SECONDS
@@ -74,8 +82,7 @@ def profile(exe: Executable, inputs: Mapping[str, np.ndarray], repeat: int | Non
             region.kernel_log.clear()
         runs, logs = [], []
         started = time.perf_counter()
-        while (len(runs) < max(1, repeat) if repeat is not None else len(runs) < MAX_RUNS and (
-                len(runs) < MIN_RUNS or time.perf_counter() - started < MIN_SECONDS)):
+        while _more_runs(len(runs), repeat, time.perf_counter() - started):
             run = exe.run(inputs, capture=[])
             # outputs held from run to run would make each run's fresh memory, and a kernel
             # writing an output would be timed with its page faults (a 3 MB one: 1.6 ms, not 0.4)

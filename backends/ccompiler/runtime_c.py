@@ -211,13 +211,8 @@ static void byoc_pack_a(const byoc_mat *a, long i0, long mc, long k0, long kc, f
     for (long ip = 0; ip < mc; ip += BYOC_MR) {
         long m = mc - ip < BYOC_MR ? mc - ip : BYOC_MR;
         const float *s = a->p + (i0 + ip) * a->rs + k0 * a->cs;
-        if (a->rs == 1 && alpha == 1.0f) {  /* a panel's rows side by side (a conv's X^T) */
-            for (long k = 0; k < kc; k++)
-                for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = s[k * a->cs + i];
-        } else {
-            for (long k = 0; k < kc; k++)
-                for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = alpha * s[i * a->rs + k * a->cs];
-        }
+        for (long k = 0; k < kc; k++)
+            for (long i = 0; i < m; i++) ap[k * BYOC_MR + i] = alpha * s[i * a->rs + k * a->cs];
         ap += kc * BYOC_MR;
     }
 }
@@ -909,6 +904,16 @@ static void byoc_conv_groups(void *ctx, long lo, long hi) {
     for (long u = lo; u < hi; u++) byoc_conv_group(j, u / j->G, u % j->G, ws);
 }
 
+/* A 1x1-map conv's product Y[N x M] given each channel's bias, then the region's epilogue
+   (rows of 1: y[n][m] is row n * M + m). */
+static void byoc_maps_1x1_finish(float *y, long N, long M, const float *bias,
+                                 const byoc_epi *epi) {
+    if (bias)
+        for (long n = 0; n < N; n++)
+            for (long m = 0; m < M; m++) y[n * M + m] += bias[m];
+    if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);
+}
+
 /* y = conv(x, w) + bias over NCHW; groups G. wp: each group's weights packed (pack_a in
    runtime_c.py), or 0. ws: conv_scratch floats (the padded input, then byoc_gemm's scratch).
    epi (or 0): the region's epilogue. Several images or groups on several threads: a pair each
@@ -927,10 +932,7 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
            (as a conv, each image's GEMM had one column: a 16-wide vector per output) */
         byoc_mat xs = {x, C, 1}, wt = {w, 1, C};
         byoc_gemm_mat(N, M, C, 1.0f, xs, wt, y, M, 0, ws, 0);
-        if (bias)
-            for (long n = 0; n < N; n++)
-                for (long m = 0; m < M; m++) y[n * M + m] += bias[m];
-        if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);  /* the region's epilogue: rows of 1 */
+        byoc_maps_1x1_finish(y, N, M, bias, epi);
         return;
     }
     int threads = byoc_threads();
@@ -946,17 +948,16 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
 /* A pointwise conv on 1x1 maps (an SE block's), one group, constant weights: the whole batch
    as one product, Y[N x M] = X[N x C] W^T, vectors across output channels and the images as
    rows (fewer than MR: byoc_ukernel_rows). W^T comes packed once as byoc_gemm's shared B (bt:
-   pack_b in runtime_c.py). As a GEMM per image it had been a dot per output, and past two
-   images a strided pack of W^T per call. ws: gemm_scratch(N, M, C) floats. */
+   pack_b in runtime_c.py); through byoc_gemm_mat (byoc_conv2d's path, for weights that are
+   not constant) it is a dot per output for up to two images, and past two a strided pack of
+   W^T per call. ws: gemm_scratch(N, M, C) floats. */
 void byoc_conv_1x1_maps(const float *x, const float *bt, const float *bias, float *y, long N,
                         long C, long M, float *ws, const byoc_epi *epi) {
     byoc_mat a = {x, C, 1};
     byoc_gemm_job g = {N, M, C, 1.0f, &a, 0, 0, 0, y, M, 0, 0, 0, 0, (float *)bt, 0, 0, 0, 0};
     byoc_gemm_shared_layout(&g);
     byoc_gemm_run(&g, ws);
-    for (long i = 0; i < N; i++)
-        for (long m = 0; bias && m < M; m++) y[i * M + m] += bias[m];
-    if (epi) epi->fn(y, 1, 0, N * M, 1, epi->ctx);  /* rows of 1: y[n][m] is row n * M + m */
+    byoc_maps_1x1_finish(y, N, M, bias, epi);
 }
 
 /* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the input

@@ -186,9 +186,8 @@ def _warn_if_no_backend_matches(tuner: _Tuner, n_atoms: int, labels: list[str]) 
     """A warning when no backend's whole-model outputs matched the host run's: the plan then
     holds only segments whose own outputs matched, and may be slower than a backend alone (an
     ill-conditioned output, as a softmax of logits near 1e7, differs from run to run)."""
-    wrong = [labels[o] for o in range(1, len(labels))
-             if tuner.why.get((0, n_atoms, o), "").startswith("wrong results")]
-    if wrong and len(wrong) == len(labels) - 1:
+    if len(labels) > 1 and all(tuner.why.get((0, n_atoms, o), "").startswith("wrong results")
+                               for o in range(1, len(labels))):
         warnings.warn(f"no backend's outputs of the whole model match the host run's within "
                       f"the tolerance ({tuner.why[(0, n_atoms, 1)]}); the plan keeps only "
                       f"segments whose outputs matched, and may be slower than "

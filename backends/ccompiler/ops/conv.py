@@ -103,8 +103,8 @@ def flat(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
 
 def maps_1x1(w: Tensor, dims: list[int], groups: int) -> bool:
     """Whether a conv runs as one product over its batch (``byoc_conv_1x1_maps``): pointwise on
-    1x1 maps (SE blocks), one group, constant weights. Measured, the C alone, against a GEMM
-    per image: 120 -> 480 on 2 images 0.41x at 1 and 2 threads, 96 -> 384 on one 0.79x,
+    1x1 maps (SE blocks), one group, constant weights. Measured, the C alone, against
+    byoc_conv2d's product through byoc_gemm_mat: 120 -> 480 on 2 images 0.41x at 1 and 2 threads, 96 -> 384 on one 0.79x,
     384 -> 96 0.74x; 1024 -> 1000 on 4 images 0.07x (1.55 ms -> 0.10: a strided pack of W
     per call gone)."""
     _, _, h, wd, _, oh, ow, kh, kw, sh, sw, ph, pw = dims[:13]
