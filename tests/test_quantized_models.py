@@ -78,7 +78,14 @@ def test_quantized_models_match_onnxruntime(quantized, fmt: str, backend: str | 
     as_written = onnxruntime_session(path, optimize=False).run(None, inputs)[0]
     default = onnxruntime_session(path).run(None, inputs)[0]
     scale = float(np.max(np.abs(as_written)))
-    np.testing.assert_allclose(got, as_written, rtol=0, atol=1e-5 * scale)
+    if backend == "openvino" and fmt == "QDQ":
+        # OpenVINO's low-precision transformations run DQ -> op -> Q as integer kernels where
+        # the CPU has fast int8 paths (seen on an AVX2 Zen 3, not on an AVX-512 Zen 5): within
+        # one step of the output, as onnxruntime's own fused kernels below
+        step = _output_step(path)
+        assert np.max(np.abs(got - as_written)) <= step * 1.001, np.max(np.abs(got - as_written))
+    else:
+        np.testing.assert_allclose(got, as_written, rtol=0, atol=1e-5 * scale)
     if fmt == "QDQ":  # onnxruntime's fused integer kernels: within one step of the output
         step = _output_step(path)
         assert np.max(np.abs(got - default)) <= step * 1.001, (np.max(np.abs(got - default)), step)
