@@ -254,6 +254,12 @@ static void byoc_ukernel(long kc, const float *restrict ap, const float *restric
                          const long *restrict off, float *restrict c, long ldc, long m, long n,
                          int accumulate, const float *restrict bias) {
     byoc_gf acc[BYOC_MR][BYOC_NV];
+    /* C's rows of the tile on their way to L1 while the k loop runs: the tile's update had
+       waited on them (a K block's partial sums, or C's first write, from L2 or beyond) */
+    for (long i = 0; i < m; i++) {
+        __builtin_prefetch(c + i * ldc, 1);
+        __builtin_prefetch(c + i * ldc + n - 1, 1);
+    }
 #pragma GCC unroll 32
     for (int i = 0; i < BYOC_MR; i++)
 #pragma GCC unroll 4
@@ -445,7 +451,14 @@ typedef float byoc_f8 __attribute__((vector_size(32), aligned(4), may_alias));
 static inline __attribute__((always_inline)) void byoc_ukernel_few_n(
         long kc, const float *restrict ap, const float *restrict bp, float *restrict c,
         long ldc, long m, const long nd, int accumulate, const float *restrict bias) {
-    /* four sets of accumulators, k mod 4, added at the end: one chain waits on each FMA */
+    /* sets of accumulators taken in turn by k, added at the end (one chain waits on each
+       FMA): four, or two where 16 vector registers (AVX) would not hold four sets of three or
+       four columns with a and b (spilled: a 832 -> 256 pointwise on 6x6 1.4x onnxruntime) */
+#if defined(__AVX512F__)
+    const int sets = 4;
+#else
+    const int sets = nd <= 2 ? 4 : 2;
+#endif
     byoc_f8 acc[4][BYOC_FEW_COLS] = {{{0}}};
     if (bias) {
         byoc_f8 b = {0};
@@ -460,7 +473,7 @@ static inline __attribute__((always_inline)) void byoc_ukernel_few_n(
             const float *b = bp + (k + u) * BYOC_NR;
 #pragma GCC unroll 4
             for (int j = 0; j < BYOC_FEW_COLS; j++)
-                if (j < nd) acc[u][j] += a * b[j];
+                if (j < nd) acc[u % sets][j] += a * b[j];
         }
     for (; k < kc; k++) {  /* the panel's last columns: nothing may be read past it */
         byoc_f8 a = {0};
@@ -727,59 +740,22 @@ void byoc_gemm_mat(long M, long N, long K, float alpha, byoc_mat A, byoc_mat B,
 """
 
 _CONV = r"""
-/* A conv's input copied once with its zero border (xp: [C][HP][WP], then BYOC_PAD_SLACK
-   floats), so that every run im2col reads is whole and in bounds. */
-#define BYOC_PAD_SLACK (2 * BYOC_NR)
-typedef struct {
-    const float *xp;
-    long HP, WP, KH, KW, SH, SW, DH, DW, OW;
-} byoc_padded;
-
-typedef struct {
-    const float *x;
-    long H, W, PH, PW, HP, WP;
-    float *xp;
-} byoc_pad_job;
-
-static void byoc_pad_channels(void *ctx, long c0, long c1) {
-    const byoc_pad_job *p = (const byoc_pad_job *)ctx;
-    const long H = p->H, W = p->W, PH = p->PH, PW = p->PW, HP = p->HP, WP = p->WP;
-    for (long c = c0; c < c1; c++)
-        for (long r = 0; r < HP; r++) {
-            float *d = p->xp + (c * HP + r) * WP;
-            long ih = r - PH;
-            if (ih < 0 || ih >= H) {
-                memset(d, 0, sizeof(float) * WP);
-                continue;
-            }
-            /* zeros, the row, zeros (a copy per element with a bounds test took twice as
-               long); a row may stop short of the input's, past every window */
-            const float *s = p->x + (c * H + ih) * W;
-            long lo = PW < WP ? PW : WP, n = W < WP - lo ? W : WP - lo;
-            memset(d, 0, sizeof(float) * lo);
-            memcpy(d + lo, s, sizeof(float) * n);
-            memset(d + lo + n, 0, sizeof(float) * (WP - lo - n));
-        }
-}
-
-static void byoc_pad_input(const float *x, long C, long H, long W, long PH, long PW, long HP,
-                           long WP, float *xp) {
-    byoc_pad_job p = {x, H, W, PH, PW, HP, WP, xp};
-    byoc_parallel_if(C * HP * WP, C, byoc_pad_channels, &p);
-    memset(xp + C * HP * WP, 0, sizeof(float) * BYOC_PAD_SLACK);
-}
-
 typedef struct {
     const float *x;
     long H, W, OH, OW, SH, SW;
     float *xs;
 } byoc_subsample_job;
 
-/* d[i] = s[i * sw] for i < n, reading no further than s[avail - 1]; at stride 2 the even
-   lanes of two vectors (a stride GCC cannot know), element by element past them. */
+/* d[i] = s[i * sw] for i < n, reading no further than s[avail - 1]: a memcpy at stride 1; at
+   stride 2 the even lanes of two vectors (a stride GCC cannot know), element by element past
+   them. */
 static inline void byoc_take_strided(const float *restrict s, float *restrict d, long n,
                                      long sw, long avail) {
     long i = 0;
+    if (sw == 1) {
+        memcpy(d, s, sizeof(float) * n);
+        return;
+    }
     if (sw == 2)
         for (; i + BYOC_VW <= n && 2 * (i + BYOC_VW) <= avail; i += BYOC_VW) {
             const byoc_vf *sv = (const byoc_vf *)(s + 2 * i);
@@ -804,47 +780,97 @@ static void byoc_subsample_input(const float *x, long C, long H, long W, long OH
     byoc_parallel_if(C * OH * OW, C, byoc_subsample_channels, &p);
 }
 
-/* Packs B of a conv's GEMM, the im2col matrix B[(c, kh, kw)][(oh, ow)], from the padded input
-   (im2col without its buffer). A panel's NR output positions lie on one or a few output rows:
-   per (c, kh, kw), each row segment of a panel is copied in whole vectors at stride 1 or 2,
-   as many as its length needs (later segments' copies overwrite the lanes an earlier one
-   overran; the last one's overrun lands past the row, in what is packed next or in the
-   scratch's slack), an exact strided copy otherwise. */
+/* A conv's input copied once, zero-padded, into planes whose rows are split into SW phases
+   (padded column q lies in phase q % SW at q / SW): per channel HP padded rows of SW phases of
+   PL floats. NR consecutive outputs of a row then read NR consecutive floats for every tap, at
+   any stride; off[k] says where tap k = (c, kh, kw) of output (0, 0) reads. The direct, flat
+   and im2col convs all read their taps so. */
+typedef struct {
+    const float *x;
+    float *planes;
+    long H, W, HP, SW, PL, PH, PW;
+} byoc_planes_job;
+
+/* Padded rows u0..u1 of the planes (row u: channel u / HP, padded row u % HP). */
+static void byoc_fill_rows(void *ctx, long u0, long u1) {
+    const byoc_planes_job *p = (const byoc_planes_job *)ctx;
+    const long H = p->H, W = p->W, SW = p->SW, PL = p->PL, RS = SW * PL;
+    for (long u = u0; u < u1; u++) {
+        const long c = u / p->HP, ih = u % p->HP - p->PH;
+        float *d = p->planes + u * RS;
+        if (ih < 0 || ih >= H) {
+            memset(d, 0, sizeof(float) * RS);
+            continue;
+        }
+        const float *s = p->x + (c * H + ih) * W;
+        for (long ph = 0; ph < SW; ph++) {  /* q: padded column ph + SW q, input column - PW */
+            long lo = (p->PW - ph + SW - 1) / SW, hi = (W + p->PW - ph + SW - 1) / SW;
+            lo = lo < 0 ? 0 : lo > PL ? PL : lo;
+            hi = hi < lo ? lo : hi > PL ? PL : hi;
+            float *dp = d + ph * PL;
+            const long at = SW * lo + ph - p->PW;  /* the input column of q = lo */
+            for (long q = 0; q < lo; q++) dp[q] = 0.0f;
+            byoc_take_strided(s + at, dp + lo, hi - lo, SW, W - at);
+            for (long q = hi; q < PL; q++) dp[q] = 0.0f;
+        }
+    }
+}
+
+/* Image x's planes (each channel HP rows of SW phases of PL floats), on the pool from 64K floats
+   (a stem's 190K had filled on one thread). */
+static void byoc_fill_planes(const float *x, float *planes, long C, long H, long W, long HP,
+                                long SW, long PL, long PH, long PW) {
+    byoc_planes_job p = {x, planes, H, W, HP, SW, PL, PH, PW};
+    byoc_parallel_if(4 * C * HP * SW * PL, C * HP, byoc_fill_rows, &p);
+}
+
+/* off[k]: where tap k = (c, kh, kw) of output (0, 0) reads in those planes. */
+static void byoc_tap_offsets(long *off, long C, long KH, long KW, long HP, long SW, long PL,
+                            long DH, long DW) {
+    for (long c = 0, k = 0; c < C; c++)
+        for (long kh = 0; kh < KH; kh++)
+            for (long kw = 0; kw < KW; kw++, k++)
+                off[k] = (c * HP + kh * DH) * SW * PL + kw * DW % SW * PL + kw * DW / SW;
+}
+
+/* Where the packer reads: the planes, each tap's offset (byoc_tap_offsets), the floats from
+   one output row to the next (SH padded rows), the output's width. */
+typedef struct {
+    const float *xp;
+    const long *off;
+    long RS, OW;
+} byoc_padded;
+
+/* Packs B of a conv's GEMM, the im2col matrix B[(c, kh, kw)][(oh, ow)], from the input's
+   planes (im2col without its buffer). A panel's NR output positions lie on one or a few output
+   rows: per (c, kh, kw), each row segment of a panel is a run of consecutive floats of a plane
+   (at any stride: the planes hold a row's phases apart), copied in whole vectors, as many as
+   its length needs (later segments' copies overwrite the lanes an earlier one overran; the
+   last one's overrun lands past the row, in what is packed next or in the scratch's slack). */
 static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long nc, float *bp) {
     const byoc_padded *v = (const byoc_padded *)src;
-    const long khw = v->KH * v->KW, plane = v->HP * v->WP, sw = v->SW;
+    const long *off = v->off + k0;
     long seg_lane[BYOC_NR + 1], seg_at[BYOC_NR];
     for (long jp = 0; jp < nc; jp += BYOC_NR) {
         long n = nc - jp < BYOC_NR ? nc - jp : BYOC_NR, segs = 0;
         for (long l = 0; l < n;) {
             long j = j0 + jp + l, oh = j / v->OW, ow = j % v->OW;
             seg_lane[segs] = l;
-            seg_at[segs++] = oh * v->SH * v->WP + ow * sw;
+            seg_at[segs++] = oh * v->RS + ow;
             l += v->OW - ow < n - l ? v->OW - ow : n - l;
         }
         seg_lane[segs] = n;
-        long c = k0 / khw, r = k0 % khw, kh = r / v->KW, kw = r % v->KW;
         float *d = bp + jp * kc;
         for (long k = 0; k < kc; k++, d += BYOC_NR) {
-            const float *xr = v->xp + c * plane + kh * v->DH * v->WP + kw * v->DW;
+            const float *xr = v->xp + off[k];
             for (long g = 0; g < segs; g++) {
                 const float *s = xr + seg_at[g];
                 float *dl = d + seg_lane[g];
-                const long len = seg_lane[g + 1] - seg_lane[g];  /* vectors as far as it */
-                if (sw == 1) {
-                    for (long q = 0; q < len; q += BYOC_VW)
-                        *(byoc_vf *)(dl + q) = *(const byoc_vf *)(s + q);
-                } else if (sw == 2) { /* the even lanes of two vectors, for each vector */
-                    const byoc_vf *sv = (const byoc_vf *)s;
-                    for (long q = 0; q * BYOC_VW < len; q++)
-                        *(byoc_vf *)(dl + q * BYOC_VW) =
-                            __builtin_shuffle(sv[2 * q], sv[2 * q + 1], BYOC_EVEN);
-                } else {
-                    for (long l = 0; l < seg_lane[g + 1] - seg_lane[g]; l++) dl[l] = s[l * sw];
-                }
+                const long len = seg_lane[g + 1] - seg_lane[g];
+                for (long q = 0; q < len; q += BYOC_GW)
+                    *(byoc_gf *)(dl + q) = *(const byoc_gf *)(s + q);
             }
             for (long l = n; l < BYOC_NR; l++) d[l] = 0.0f;
-            if (++kw == v->KW) { kw = 0; if (++kh == v->KH) { kh = 0; c++; } }
         }
     }
 }
@@ -852,14 +878,17 @@ static void byoc_pack_b_padded(const void *src, long k0, long kc, long j0, long 
 typedef struct {
     const float *x, *w, *wp, *bias;
     float *y;
-    long C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G, HP, WP;
+    const long *off;  /* each tap's offset in a group's planes (byoc_tap_offsets) */
+    long C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G, HP, PL;
     int pointwise;
     const byoc_epi *epi;
 } byoc_conv_job;
 
-/* Floats a group's conv needs: its padded input (unless pointwise), then the GEMM's scratch. */
+/* Floats a group's conv needs: its input's planes and 2 NR floats of slack (that whole-vector
+   copies may read past the last row) unless pointwise, then the GEMM's scratch. */
 static long byoc_conv_pad_floats(const byoc_conv_job *j) {
-    return j->pointwise ? 0 : (j->C / j->G * j->HP * j->WP + BYOC_PAD_SLACK + 15) / 16 * 16;
+    return j->pointwise ? 0
+                        : (j->C / j->G * j->HP * j->SW * j->PL + 2 * BYOC_NR + 15) / 16 * 16;
 }
 
 /* Image n, group g: y's channels of the group = w's rows of it times the group's im2col. */
@@ -887,9 +916,11 @@ static void byoc_conv_group(const byoc_conv_job *j, long n, long g, float *ws) {
         byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_mat, &b, yg, ohw, 0,
                   ws + byoc_conv_pad_floats(j), bias, e);
     } else {
-        float *xp = ws;  /* a padded copy of the group, made once, spares the packer its checks */
-        byoc_pad_input(xg, cg, j->H, j->W, j->PH, j->PW, j->HP, j->WP, xp);
-        byoc_padded b = {xp, j->HP, j->WP, j->KH, j->KW, j->SH, j->SW, j->DH, j->DW, j->OW};
+        /* the group's planes, made once, spare the packer bounds checks and strided reads */
+        const long floats = cg * j->HP * j->SW * j->PL;
+        byoc_fill_planes(xg, ws, cg, j->H, j->W, j->HP, j->SW, j->PL, j->PH, j->PW);
+        memset(ws + floats, 0, sizeof(float) * 2 * BYOC_NR);
+        byoc_padded b = {ws, j->off, j->SH * j->SW * j->PL, j->OW};
         byoc_gemm(mg, ohw, kdim, 1.0f, &a, ag, byoc_pack_b_padded, &b, yg, ohw, 0,
                   ws + byoc_conv_pad_floats(j), bias, e);
     }
@@ -915,18 +946,21 @@ static void byoc_maps_1x1_finish(float *y, long N, long M, const float *bias,
 }
 
 /* y = conv(x, w) + bias over NCHW; groups G. wp: each group's weights packed (pack_a in
-   runtime_c.py), or 0. ws: conv_scratch floats (the padded input, then byoc_gemm's scratch).
-   epi (or 0): the region's epilogue. Several images or groups on several threads: a pair each
-   (a grouped 1x1 conv's GEMMs are too small to cut, and one call each cost more than it ran);
-   otherwise one pair after the other, each GEMM cut among the threads. */
+   runtime_c.py), or 0. ws: conv_scratch floats (the taps' offsets, a group's planes, then
+   byoc_gemm's scratch). epi (or 0): the region's epilogue. Several images or groups on several
+   threads: a pair each (a grouped 1x1 conv's GEMMs are too small to cut, and one call each
+   cost more than it ran); otherwise one pair after the other, each GEMM cut among the threads. */
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
                  long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
                  const byoc_epi *epi) {
-    byoc_conv_job j = {x, w, wp, bias, y, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G,
-                       (OH - 1) * SH + (KH - 1) * DH + 1, (OW - 1) * SW + (KW - 1) * DW + 1,
-                       KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0
-                       && OH == H && OW == W, epi};
+    const long HP = (OH - 1) * SH + (KH - 1) * DH + 1, PL = OW + (KW - 1) * DW / SW;
+    long *off = (long *)ws;
+    ws += (2 * (C / G) * KH * KW + 15) / 16 * 16;
+    byoc_conv_job j = {x, w, wp, bias, y, off, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH,
+                       DW, G, HP, PL, KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0
+                       && PW == 0 && OH == H && OW == W, epi};
+    if (!j.pointwise) byoc_tap_offsets(off, C / G, KH, KW, HP, SW, PL, DH, DW);
     if (j.pointwise && OH * OW == 1 && G == 1) {
         /* 1x1 maps (an SE block's convs): the batch at once, Y = X W^T, a dot per output
            (as a conv, each image's GEMM had one column: a 16-wide vector per output) */
@@ -960,13 +994,11 @@ void byoc_conv_1x1_maps(const float *x, const float *bt, const float *bias, floa
     byoc_maps_1x1_finish(y, N, M, bias, epi);
 }
 
-/* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the input
-   is copied once, zero-padded, into planes whose rows are split into SW phases (padded column q
-   lies in phase q % SW at q / SW), so that NR consecutive outputs of a row read NR consecutive
-   floats for every tap, at stride 1 or 2; off[k] says where tap k = (c, kh, kw) of output
-   (0, 0) reads. The micro-kernel then reads its B rows there instead of a packed panel: for
-   convs of few input channels (a stem's 3), where packing im2col panels costs as much as the
-   multiply-adds, and strided ones. Each output's sum over (c, kh, kw) is taken in the same
+/* A conv read straight from its input, with no im2col matrix (an indirect GEMM): the micro-
+   kernel reads its B rows from the input's planes (byoc_fill_planes, each phase NR floats past
+   the last one a row reads) at the taps' offsets (byoc_tap_offsets) instead of from a packed
+   panel: for convs of few input channels (a stem's 3), where packing im2col panels costs as
+   much as the multiply-adds, and strided ones. Each output's sum over (c, kh, kw) is taken in the same
    order as the GEMM's, in KC blocks; rows of output go to tasks (the same numbers at any
    thread count); a finished output row gets the bias and the epilogue. */
 #define BYOC_DC_ROWS 8  /* output rows a block (1 -> 8: a stem 351 -> 310 us) */
@@ -977,54 +1009,6 @@ typedef struct {
     long M, K, OH, OW, SH, RS, mpad;
     const byoc_epi *epi;
 } byoc_dc_job;
-
-typedef struct {
-    const float *x;
-    float *planes;
-    long H, W, HP, SW, PL, PH, PW;
-} byoc_dc_planes;
-
-/* Padded rows u0..u1 of the planes (row u: channel u / HP, padded row u % HP). */
-static void byoc_dc_fill(void *ctx, long u0, long u1) {
-    const byoc_dc_planes *p = (const byoc_dc_planes *)ctx;
-    const long H = p->H, W = p->W, SW = p->SW, PL = p->PL, RS = SW * PL;
-    for (long u = u0; u < u1; u++) {
-        const long c = u / p->HP, ih = u % p->HP - p->PH;
-        float *d = p->planes + u * RS;
-        if (ih < 0 || ih >= H) {
-            memset(d, 0, sizeof(float) * RS);
-            continue;
-        }
-        const float *s = p->x + (c * H + ih) * W;
-        for (long ph = 0; ph < SW; ph++) {  /* q: padded column ph + SW q, input column - PW */
-            long lo = (p->PW - ph + SW - 1) / SW, hi = (W + p->PW - ph + SW - 1) / SW;
-            lo = lo < 0 ? 0 : lo > PL ? PL : lo;
-            hi = hi < lo ? lo : hi > PL ? PL : hi;
-            float *dp = d + ph * PL;
-            const long at = SW * lo + ph - p->PW;  /* the input column of q = lo */
-            for (long q = 0; q < lo; q++) dp[q] = 0.0f;
-            byoc_take_strided(s + at, dp + lo, hi - lo, SW, W - at);
-            for (long q = hi; q < PL; q++) dp[q] = 0.0f;
-        }
-    }
-}
-
-/* Image x's planes (each channel HP rows of SW phases of PL floats), on the pool from 64K floats
-   (a stem's 190K had filled on one thread). */
-static void byoc_dc_fill_planes(const float *x, float *planes, long C, long H, long W, long HP,
-                                long SW, long PL, long PH, long PW) {
-    byoc_dc_planes p = {x, planes, H, W, HP, SW, PL, PH, PW};
-    byoc_parallel_if(4 * C * HP * SW * PL, C * HP, byoc_dc_fill, &p);
-}
-
-/* off[k]: where tap k = (c, kh, kw) of output (0, 0) reads in those planes. */
-static void byoc_dc_offsets(long *off, long C, long KH, long KW, long HP, long SW, long PL,
-                            long DH, long DW) {
-    for (long c = 0, k = 0; c < C; c++)
-        for (long kh = 0; kh < KH; kh++)
-            for (long kw = 0; kw < KW; kw++, k++)
-                off[k] = (c * HP + kh * DH) * SW * PL + kw * DW % SW * PL + kw * DW / SW;
-}
 
 static void byoc_dc_rows(void *ctx, long r0, long r1) {
     const byoc_dc_job *j = (const byoc_dc_job *)ctx;
@@ -1071,9 +1055,9 @@ void byoc_conv_direct(const float *x, const float *wp, const float *bias, float 
     const long PL = OW + (KW - 1) * DW / SW + BYOC_NR, RS = SW * PL, K = C * KH * KW;
     float *planes = ws;
     long *off = (long *)(ws + (C * HP * RS + 15) / 16 * 16);
-    byoc_dc_offsets(off, C, KH, KW, HP, SW, PL, DH, DW);
+    byoc_tap_offsets(off, C, KH, KW, HP, SW, PL, DH, DW);
     for (long n = 0; n < N; n++) {
-        byoc_dc_fill_planes(x + n * C * H * W, planes, C, H, W, HP, SW, PL, PH, PW);
+        byoc_fill_planes(x + n * C * H * W, planes, C, H, W, HP, SW, PL, PH, PW);
         byoc_dc_job j = {planes, wp, bias, off, y + n * M * OH * OW, M, K, OH, OW, SH, RS,
                          (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, epi};
         if ((double)M * K * OH * OW >= (double)BYOC_PAR_WORK * 4) byoc_parallel(OH, byoc_dc_rows, &j);
@@ -1135,9 +1119,9 @@ void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y
     long *off = (long *)(t + mpad * NP);
     /* the last panel's columns past NF read up to NR - 1 floats past the last plane */
     memset(planes + C * HP * PL, 0, sizeof(float) * BYOC_NR);
-    byoc_dc_offsets(off, C, KH, KW, HP, 1, PL, DH, DW);  /* one phase, PL floats a row */
+    byoc_tap_offsets(off, C, KH, KW, HP, 1, PL, DH, DW);  /* one phase, PL floats a row */
     for (long n = 0; n < N; n++) {
-        byoc_dc_fill_planes(x + n * C * H * W, planes, C, H, W, HP, 1, PL, PH, PW);
+        byoc_fill_planes(x + n * C * H * W, planes, C, H, W, HP, 1, PL, PH, PW);
         byoc_flat_job j = {planes, wp, bias, off, t, y + n * M * OH * OW, M, K, OH, OW, PL,
                            NF, NP, mpad, epi};
         if ((double)mpad * K * NP >= (double)BYOC_PAR_WORK * 4)
@@ -1567,9 +1551,12 @@ typedef int byoc_wi __attribute__((vector_size(4 * BYOC_WW)));
 #define BYOC_WEVEN ((byoc_wi){0, 2, 4, 6})
 #endif
 /* Store a vector's first n lanes (a row's last, partial vector): a masked store where the */
-/* CPU has them (through the stack, the narrow reloads wait for the wide store to land). */
+/* CPU has them, AVX's too (through the stack, the narrow reloads wait for the wide store */
+/* to land: a stride-2 depthwise conv onto 7x7, all partial rows, was 3x onnxruntime on AVX2). */
 #if BYOC_WW == 16
 #define byoc_wstore_first(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1), (__m512)(v))
+#elif BYOC_WW == 8 && defined(__AVX__)
+#define byoc_wstore_first(p, v, n) byoc_vstore_first((p), (v), (n))
 #else
 #define byoc_wstore_first(p, v, n) memcpy((p), &(v), 4 * (n))
 #endif
@@ -1577,6 +1564,9 @@ typedef int byoc_wi __attribute__((vector_size(4 * BYOC_WW)));
 /* (nothing read past p + n). */
 #if BYOC_WW == 16
 #define byoc_wload_first(p, n) ((byoc_wf)_mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), (p)))
+#elif BYOC_WW == 8 && defined(__AVX__)
+#define byoc_wload_first(p, n) ((byoc_wf)__builtin_ia32_maskloadps256( \
+    (const byoc_v8 *)(p), (byoc_vi){0, 1, 2, 3, 4, 5, 6, 7} < (byoc_vi){0} + (int)(n)))
 #else
 static inline byoc_wf byoc_wload_first(const float *p, long n) {
     byoc_wf v = {0};
@@ -1769,16 +1759,19 @@ def gemm_scratch(m: int, n: int, k: int) -> int:
 
 def conv_scratch(dims: list[int], groups: int) -> int:
     """Floats of scratch byoc_conv2d needs (dims: N, C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW,
-    DH, DW): unless the conv is pointwise, its padded input with 2 NR floats of slack (as
-    byoc_conv2d lays it out), then the GEMM's."""
+    DH, DW), as byoc_conv2d lays it out: a long per tap of a group; unless the conv is
+    pointwise, a group's planes (SW phases of PL floats a padded row) with 2 NR floats of
+    slack; then the GEMM's."""
     n, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
     cg, mg = c // groups, m // groups
+    offsets = (2 * cg * kh * kw + 15) // 16 * 16
     gemm = gemm_scratch(mg, oh * ow, cg * kh * kw)
     if kh == kw == sh == sw == 1 and ph == pw == 0 and (oh, ow) == (h, w):
         # 1x1 maps: the whole batch's product, N x M x C (byoc_conv2d)
-        return max(gemm, gemm_scratch(n, m, c)) if oh * ow == 1 and groups == 1 else gemm
-    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-    return (cg * hp * wp + 2 * NR + 15) // 16 * 16 + gemm
+        return offsets + (max(gemm, gemm_scratch(n, m, c)) if oh * ow == 1 and groups == 1
+                          else gemm)
+    hp, pl = (oh - 1) * sh + (kh - 1) * dh + 1, ow + (kw - 1) * dw // sw
+    return offsets + (cg * hp * sw * pl + 2 * NR + 15) // 16 * 16 + gemm
 
 
 def direct_conv_scratch(dims: list[int]) -> int:
