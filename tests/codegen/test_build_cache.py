@@ -106,6 +106,19 @@ def test_flags_fall_back_when_march_native_is_refused(tmp_path, monkeypatch):
     assert "-march=native" in build_cache._probe_flags(["cc"])
 
 
+def test_flags_fall_back_when_a_tuning_flag_is_refused(tmp_path, monkeypatch):
+    """A compiler that knows -march=native but not GCC's loop-distribution switch (or the
+    reverse) still builds: the optional flags go, the required ones stay."""
+    fake = tmp_path / "fakecc"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -fno-tree-loop-distribute-patterns ] '
+                    '&& exit 1; done\nexec cc "$@"\n')
+    fake.chmod(0o755)
+    flags = build_cache._probe_flags([str(fake)])
+    assert "-fno-tree-loop-distribute-patterns" not in flags
+    assert "-std=gnu11" in flags and "-Werror=implicit-function-declaration" in flags
+    assert "-fno-tree-loop-distribute-patterns" in build_cache._probe_flags(["cc"])
+
+
 _BUILD_SCRIPT = textwrap.dedent("""
     import sys
     from byoc.codegen import build, STATS
