@@ -819,14 +819,14 @@ static void byoc_fill_rows(void *ctx, long u0, long u1) {
 /* Image x's planes (each channel HP rows of SW phases of PL floats), on the pool from 64K floats
    (a stem's 190K had filled on one thread). */
 static void byoc_fill_planes(const float *x, float *planes, long C, long H, long W, long HP,
-                                long SW, long PL, long PH, long PW) {
+                             long SW, long PL, long PH, long PW) {
     byoc_planes_job p = {x, planes, H, W, HP, SW, PL, PH, PW};
     byoc_parallel_if(4 * C * HP * SW * PL, C * HP, byoc_fill_rows, &p);
 }
 
 /* off[k]: where tap k = (c, kh, kw) of output (0, 0) reads in those planes. */
 static void byoc_tap_offsets(long *off, long C, long KH, long KW, long HP, long SW, long PL,
-                            long DH, long DW) {
+                             long DH, long DW) {
     for (long c = 0, k = 0; c < C; c++)
         for (long kh = 0; kh < KH; kh++)
             for (long kw = 0; kw < KW; kw++, k++)
@@ -998,9 +998,9 @@ void byoc_conv_1x1_maps(const float *x, const float *bt, const float *bias, floa
    kernel reads its B rows from the input's planes (byoc_fill_planes, each phase NR floats past
    the last one a row reads) at the taps' offsets (byoc_tap_offsets) instead of from a packed
    panel: for convs of few input channels (a stem's 3), where packing im2col panels costs as
-   much as the multiply-adds, and strided ones. Each output's sum over (c, kh, kw) is taken in the same
-   order as the GEMM's, in KC blocks; rows of output go to tasks (the same numbers at any
-   thread count); a finished output row gets the bias and the epilogue. */
+   much as the multiply-adds, and strided ones. Each output's sum over (c, kh, kw) is taken in
+   the same order as the GEMM's, in KC blocks; rows of output go to tasks (the same numbers at
+   any thread count); a finished output row gets the bias and the epilogue. */
 #define BYOC_DC_ROWS 8  /* output rows a block (1 -> 8: a stem 351 -> 310 us) */
 typedef struct {
     const float *planes, *wp, *bias;
