@@ -16,6 +16,7 @@ last-bit difference upstream moves a value by a whole step, and that is where to
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -226,3 +227,27 @@ def run_onnxruntime(model, inputs: Mapping[str, np.ndarray], threads: int = 1,
     values = [to_ort(np.asarray(v, order="C")) for v in inputs.values()]
     outs = run_region(session, names, list(inputs), values, interruptible=True)
     return {name: from_ort(v) for name, v in zip(names, outs)}
+
+
+@functools.cache
+def onnxruntime_u8s8_saturates() -> bool:
+    """Whether onnxruntime's u8 x s8 integer products saturate on this machine: on x86 without
+    VNNI (AVX2, as an AMD Zen 3) its kernels add pairs of u8 x s8 products in int16 with
+    saturation (vpmaddubsw), so 255 * -128 twice reads -32768, not -65280. byoc's integer
+    kernels are exact everywhere (docs/decisions.md, "Quantized models"). One QLinearMatMul
+    of two products, run once per process."""
+    from onnx import TensorProto, helper
+
+    t = helper.make_tensor
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                            ["y"])
+    inits = [t("as", TensorProto.FLOAT, [], [1.0]), t("az", TensorProto.UINT8, [], [0]),
+             t("b", TensorProto.INT8, [2, 1], [-128, -128]), t("bs", TensorProto.FLOAT, [], [1.0]),
+             t("bz", TensorProto.INT8, [], [0]), t("ys", TensorProto.FLOAT, [], [1024.0]),
+             t("yz", TensorProto.UINT8, [], [128])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "probe", [vi("a", TensorProto.UINT8, [1, 2])],
+                              [vi("y", TensorProto.UINT8, [1, 1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    y = onnxruntime_session(model).run(None, {"a": np.full((1, 2), 255, np.uint8)})[0]
+    return int(y[0, 0]) != 128 + round(-65280 / 1024)

@@ -123,3 +123,46 @@ def test_every_integer_tensor_equals_onnxruntime_s(quantized, fmt: str) -> None:
     for v, want in zip(values, theirs):
         assert ours[v.name].dtype == want.dtype, v.name
         np.testing.assert_array_equal(ours[v.name], want, err_msg=v.name)
+
+
+def test_the_cli_names_onnxruntime_s_saturating_integer_products(tmp_path) -> None:
+    """A full-range u8 x s8 QLinearConv: where onnxruntime's products saturate (x86 without
+    VNNI) `byoc run --compare` says it does not match and why, while byoc's output is the
+    exact sums' (the ONNX reference's, but for its rounding); elsewhere it matches onnxruntime."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from byoc.compare import onnxruntime_u8s8_saturates
+    from tests.bad_inputs.test_bad_models import run_cli
+
+    rng = np.random.default_rng(0)
+    t = onnx.numpy_helper.from_array
+    inits = [t(np.array(0.02, np.float32), "xs"), t(np.array(120, np.uint8), "xz"),
+             t(rng.integers(-128, 128, (16, 8, 3, 3)).astype(np.int8), "w"),
+             t(np.array(0.005, np.float32), "ws"), t(np.array(0, np.int8), "wz"),
+             t(np.array(0.03, np.float32), "ys"), t(np.array(5, np.uint8), "yz")]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                            pads=[1, 1, 1, 1])
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "g", [vi("x", TensorProto.UINT8, [1, 8, 10, 10])],
+                              [vi("y", TensorProto.UINT8, [1, 16, 10, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    onnx.save(model, tmp_path / "q.onnx")
+    x = rng.integers(0, 256, (1, 8, 10, 10)).astype(np.uint8)
+    np.save(tmp_path / "x.npy", x)
+    (ours,) = byoc.build(byoc.load_onnx(model)).run({"x": x}).values()
+    # the exact sums, requantized as onnxruntime does (float32): within one step of the
+    # reference's rounding
+    exact = ReferenceEvaluator(model).run(None, {"x": x})[0].astype(int)
+    assert np.abs(ours.astype(int) - exact).max() <= 1
+    result = run_cli("run", tmp_path / "q.onnx", "--input", "x=x.npy", "--compare",
+                     "onnxruntime", cwd=tmp_path)
+    if onnxruntime_u8s8_saturates():
+        (theirs,) = onnxruntime_session(model).run(None, {"x": x})
+        assert np.abs(theirs.astype(int) - exact).max() > 1  # saturated, not a rounding
+        assert result.returncode == 1, result.stderr
+        assert "does NOT match onnxruntime, whose u8 x s8 integer kernels saturate" in \
+            result.stdout, result.stdout
+    else:
+        assert result.returncode == 0 and "\nmatches onnxruntime\n" in result.stdout, \
+            result.stdout

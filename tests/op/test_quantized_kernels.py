@@ -5,13 +5,13 @@ are exact only up to 2**24), rounding ties, saturation, per-channel scales and z
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
 
+from byoc.compare import onnxruntime_u8s8_saturates
 from byoc.op.kernels.quantized import EXACT_FLOAT32, _exact_matmul
 
 from .test_kernels import ORT, REF, C, Case, const, ins, none, randn, rint, run_case
@@ -119,30 +119,8 @@ for name, x in (("randn", randn(4, 50)), ("positive", rint(1, 9, 30, dtype=f32))
     add(name, C("DynamicQuantizeLinear", ins(x), n_out=3))
 
 
-@functools.cache
-def onnxruntime_u8s8_saturates() -> bool:
-    """Whether onnxruntime's u8 x s8 products saturate on this machine: on x86 without VNNI
-    (AVX2, as an AMD Zen 3) its QLinear kernels add pairs of u8 x s8 products in int16 with
-    saturation (vpmaddubsw), so 255 * -128 twice reads -32768, not -65280. Where they do, a
-    u8 x s8 case is checked against the exact sum (the ONNX reference) instead."""
-    from byoc.compare import onnxruntime_session
-
-    t = helper.make_tensor
-    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
-                            ["y"])
-    inits = [t("as", onnx.TensorProto.FLOAT, [], [1.0]), t("az", onnx.TensorProto.UINT8, [], [0]),
-             t("b", onnx.TensorProto.INT8, [2, 1], [-128, -128]),
-             t("bs", onnx.TensorProto.FLOAT, [], [1.0]), t("bz", onnx.TensorProto.INT8, [], [0]),
-             t("ys", onnx.TensorProto.FLOAT, [], [1024.0]),
-             t("yz", onnx.TensorProto.UINT8, [], [128])]
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph([node], "probe", [vi("a", onnx.TensorProto.UINT8, [1, 2])],
-                              [vi("y", onnx.TensorProto.UINT8, [1, 1])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    y = onnxruntime_session(model).run(None, {"a": np.full((1, 2), 255, u8)})[0]
-    return int(y[0, 0]) != 128 + round(-65280 / 1024)
-
-
+# Where onnxruntime's u8 x s8 products saturate (onnxruntime_u8s8_saturates), a u8 x s8 case is
+# checked against the exact sum (the ONNX reference) instead.
 WEIGHTS_INPUT = {"QLinearConv": 3, "QLinearMatMul": 3, "ConvInteger": 1, "MatMulInteger": 1}
 
 
