@@ -1132,6 +1132,166 @@ void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y
     }
 }
 
+/* Output channels across the vector's lanes: the GEMM's tile turned over, BYOC_LP output
+   positions by NR channels. Each tap's input float is broadcast from the planes
+   (byoc_fill_planes) where its position reads it, base (oh, ow) + off[k], so that a strided
+   conv reads its taps in place and packs no im2col panel (12-15% of a stride-2 3x3 whose
+   GEMM had matched onnxruntime's); the weights come as NR-channel panels down all K taps
+   (pack_lanes in runtime_c.py). A tile sums all K in one chain in registers, then its sums go
+   to y turned back; the tile's cut (panels of channels, blocks of positions among tasks)
+   changes no sum's order. Each block gets the region's epilogue while in cache. */
+#define BYOC_LP 6   /* positions a tile: 12 accumulators and 2 weight vectors on AVX's 16 */
+#define BYOC_LANES_BLOCK (40 * BYOC_LP)  /* positions a task's block at most */
+typedef struct {
+    const float *planes, *wl, *bias;
+    const long *off;
+    float *y;
+    long M, K, OH, OW, SH, SW, RS, panels, bpos, row;  /* row: y's first channel in the image */
+    const byoc_epi *epi;
+} byoc_lanes_job;
+
+/* A tile of P positions' sums over taps k0..k0 + kc (off and wl from k0): from the bias
+   (first) or from t, where they go back (P rows of NR floats). */
+static inline __attribute__((always_inline)) void byoc_lanes_tile_p(
+        long kc, const float *restrict wl, const float *restrict xp, const long *restrict base,
+        const long *restrict off, const byoc_gf *restrict bias, int first, float *restrict t,
+        const int P) {
+    byoc_gf acc[BYOC_LP][BYOC_NV];
+    const float *p[BYOC_LP];
+#pragma GCC unroll 8
+    for (int i = 0; i < P; i++) {
+        p[i] = xp + base[i];
+#pragma GCC unroll 4
+        for (int v = 0; v < BYOC_NV; v++)
+            acc[i][v] = first ? bias[v] : *(const byoc_gf *)(t + i * BYOC_NR + v * BYOC_GW);
+    }
+    for (long k = 0; k < kc; k++) {
+        const long o = off[k];
+        byoc_gf wv[BYOC_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < BYOC_NV; v++)
+            wv[v] = *(const byoc_gf *)(wl + k * BYOC_NR + v * BYOC_GW);
+#pragma GCC unroll 8
+        for (int i = 0; i < P; i++) {
+            const float b = p[i][o];
+#pragma GCC unroll 4
+            for (int v = 0; v < BYOC_NV; v++) acc[i][v] += b * wv[v];
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < P; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < BYOC_NV; v++) *(byoc_gf *)(t + i * BYOC_NR + v * BYOC_GW) = acc[i][v];
+}
+
+/* One body per tile size (a block's positions go in tiles of as equal sizes as fit: 49 as
+   four of 6 and five of 5, where 6s and a last 1 computed 54). */
+static void byoc_lanes_tile(long kc, const float *restrict wl, const float *restrict xp,
+                            const long *restrict base, const long *restrict off,
+                            const byoc_gf *restrict bias, int first, float *restrict t, long P) {
+    switch (P) {
+    case 1: byoc_lanes_tile_p(kc, wl, xp, base, off, bias, first, t, 1); break;
+    case 2: byoc_lanes_tile_p(kc, wl, xp, base, off, bias, first, t, 2); break;
+    case 3: byoc_lanes_tile_p(kc, wl, xp, base, off, bias, first, t, 3); break;
+    case 4: byoc_lanes_tile_p(kc, wl, xp, base, off, bias, first, t, 4); break;
+    case 5: byoc_lanes_tile_p(kc, wl, xp, base, off, bias, first, t, 5); break;
+    default: byoc_lanes_tile_p(kc, wl, xp, base, off, bias, first, t, BYOC_LP); break;
+    }
+}
+
+#define BYOC_LANES_UNITS 8  /* units whose sums wait in scratch across K blocks (AVX: 120 KB) */
+
+/* Tasks u0..u1: unit u = (block of bpos positions, panel of NR channels), the panels of a
+   block side by side. A few units at a time go through all K in KC blocks, each block of
+   taps (of the positions of a block or two) read by all of them while in cache
+   (a 512 -> 512 3x3 onto 7x7 had read each panel's 295 KB of weights and the whole input
+   for every tile: 1.4x the GEMM); their sums wait in scratch between blocks (the same
+   chain: stored and reloaded exactly). */
+static void byoc_lanes_tasks(void *ctx, long u0, long u1) {
+    const byoc_lanes_job *j = (const byoc_lanes_job *)ctx;
+    const long K = j->K, OW = j->OW, ohw = j->OH * OW, bt = j->bpos * BYOC_NR;  /* a unit's sums */
+    float *sums = (float *)byoc_task_scratch(4 * BYOC_LANES_UNITS * bt);
+    for (long c0 = u0; c0 < u1; c0 += BYOC_LANES_UNITS) {
+        const long c1 = c0 + BYOC_LANES_UNITS < u1 ? c0 + BYOC_LANES_UNITS : u1;
+        for (long pc = 0; pc < K; pc += BYOC_KC) {
+            const long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
+            for (long u = c0; u < c1; u++) {
+                const long m0 = u % j->panels * BYOC_NR, q0 = u / j->panels * j->bpos;
+                const long q1 = q0 + j->bpos < ohw ? q0 + j->bpos : ohw;
+                byoc_gf bias[BYOC_NV];
+                for (int v = 0; v < BYOC_NV; v++)
+                    for (int l = 0; l < BYOC_GW; l++) {
+                        const long m = m0 + v * BYOC_GW + l;
+                        bias[v][l] = j->bias && m < j->M ? j->bias[m] : 0.0f;
+                    }
+                const float *wl = j->wl + m0 * K + pc * BYOC_NR;
+                const long tiles = (q1 - q0 + BYOC_LP - 1) / BYOC_LP;
+                long oh = q0 / OW, ow = q0 % OW;  /* of position q */
+                for (long i = 0, q = q0; i < tiles; i++) {
+                    /* sizes floor or ceil of the mean, the larger first */
+                    const long nq = (q1 - q0) / tiles + (i < (q1 - q0) % tiles);
+                    long base[BYOC_LP];
+                    for (long r = 0; r < nq; r++) {
+                        base[r] = oh * j->SH * j->RS + ow * j->SW;
+                        if (++ow == OW) ow = 0, oh++;
+                    }
+                    byoc_lanes_tile(kc, wl, j->planes, base, j->off + pc, bias, pc == 0,
+                                    sums + (u - c0) * bt + (q - q0) * BYOC_NR, nq);
+                    q += nq;
+                }
+            }
+        }
+        for (long u = c0; u < c1; u++) {  /* turned back into y's rows, then the epilogue */
+            const long m0 = u % j->panels * BYOC_NR, q0 = u / j->panels * j->bpos;
+            const long q1 = q0 + j->bpos < ohw ? q0 + j->bpos : ohw;
+            const long mn = j->M - m0 < BYOC_NR ? j->M - m0 : BYOC_NR;
+            const float *t = sums + (u - c0) * bt;
+            float *y = j->y + m0 * ohw + q0;
+            for (long l = 0; l < mn; l++)
+                for (long q = 0; q < q1 - q0; q++) y[l * ohw + q] = t[q * BYOC_NR + l];
+            if (j->epi) j->epi->fn(y, ohw, j->row + m0, mn, q1 - q0, j->epi->ctx);
+        }
+    }
+}
+
+/* y = conv(x, w) + bias over NCHW, groups G, from wl (pack_lanes of w). ws:
+   lanes_conv_scratch floats (runtime_c.py): a group's planes, then the taps' offsets. */
+void byoc_conv_lanes(const float *x, const float *wl, const float *bias, float *y,
+                     long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                     long KW, long SH, long SW, long PH, long PW, long DH, long DW, long G,
+                     float *ws, const byoc_epi *epi) {
+    /* one phase: a broadcast reads any float, so the padded copy is rows of its padded width;
+       with no pads, the input itself (its windows end inside it) */
+    long HP = (OH - 1) * SH + (KH - 1) * DH + 1, RS = (OW - 1) * SW + (KW - 1) * DW + 1;
+    const long cg = C / G, mg = M / G, K = cg * KH * KW, ohw = OH * OW;
+    const long panels = (mg + BYOC_NR - 1) / BYOC_NR;
+    const int in_place = PH == 0 && PW == 0 && HP <= H && RS <= W;
+    float *planes = ws;
+    long *off = (long *)(ws + (in_place ? 0 : (cg * HP * RS + 15) / 16 * 16));
+    if (in_place) HP = H, RS = W;
+    byoc_tap_offsets(off, cg, KH, KW, HP, 1, RS, DH, DW);
+    /* blocks of positions: a few per task on the pool, whole tiles each */
+    const int par = (double)mg * K * ohw >= (double)BYOC_PAR_WORK * 4 && byoc_threads() > 1;
+    long blocks = (ohw + BYOC_LANES_BLOCK - 1) / BYOC_LANES_BLOCK;
+    if (par && panels * blocks < 4L * byoc_threads()) {
+        const long want = (4L * byoc_threads() + panels - 1) / panels;
+        const long most = (ohw + BYOC_LP - 1) / BYOC_LP;
+        blocks = want < most ? want : most;
+    }
+    const long bpos = ((ohw + blocks - 1) / blocks + BYOC_LP - 1) / BYOC_LP * BYOC_LP;
+    blocks = (ohw + bpos - 1) / bpos;
+    for (long n = 0; n < N; n++)
+        for (long g = 0; g < G; g++) {
+            const float *xg = x + (n * C + g * cg) * H * W;
+            if (!in_place) byoc_fill_planes(xg, planes, cg, H, W, HP, 1, RS, PH, PW);
+            byoc_lanes_job j = {in_place ? xg : planes, wl + g * panels * BYOC_NR * K,
+                                bias ? bias + g * mg : 0, off, y + (n * M + g * mg) * ohw, mg,
+                                K, OH, OW, SH, SW, RS, panels, bpos, g * mg, epi};
+            if (par) byoc_parallel(panels * blocks, byoc_lanes_tasks, &j);
+            else byoc_lanes_tasks(&j, 0, panels * blocks);
+        }
+}
+
 /* Winograd F(2x2, 3x3) for stride-1 3x3 convs (one group): each 2x2 output tile comes from
    a 4x4 input tile as Y = A^T [(G g G^T) . (B^T d B)] A, so the channel sums become 16 GEMMs
    of M x tiles x C (2.25x fewer multiply-adds than direct). u: the 16 transformed weight
@@ -1688,6 +1848,10 @@ void byoc_conv_flat(const float *x, const float *wp, const float *bias, float *y
                     long N, long C, long H, long W, long M, long OH, long OW, long KH,
                     long KW, long PH, long PW, long DH, long DW, float *ws,
                     const byoc_epi *epi);
+void byoc_conv_lanes(const float *x, const float *wl, const float *bias, float *y,
+                     long N, long C, long H, long W, long M, long OH, long OW, long KH,
+                     long KW, long SH, long SW, long PH, long PW, long DH, long DW, long G,
+                     float *ws, const byoc_epi *epi);
 void byoc_avgpool2d(const float *x, float *y, long NC, long H, long W, long OH, long OW, long KH,
                     long KW, long SH, long SW, long PH, long PW, long PHE, long PWE,
                     int count_pad);
@@ -1791,6 +1955,28 @@ def flat_conv_scratch(dims: list[int]) -> int:
     hp, pl = oh + (kh - 1) * dh, ow + (kw - 1) * dw
     npad = -(-((oh - 1) * pl + ow) // NR) * NR
     return (c * hp * pl + NR + 15) // 16 * 16 + -(-m // MR) * MR * npad + 2 * c * kh * kw
+
+
+def lanes_conv_scratch(dims: list[int], groups: int) -> int:
+    """Floats of scratch byoc_conv_lanes needs: a group's zero-padded input (one plane of
+    padded rows a channel), then one long per tap (as it lays them out)."""
+    _, c, _, _, _, oh, ow, kh, kw, sh, sw, _, _, dh, dw = dims
+    hp, rs = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    cg = c // groups
+    return (cg * hp * rs + 15) // 16 * 16 + 2 * cg * kh * kw
+
+
+def pack_lanes(w: np.ndarray, groups: int = 1) -> np.ndarray:
+    """[M, K] weights as byoc_conv_lanes reads them: per group, panels of NR output channels
+    (the last zero-padded), each its K rows of NR floats."""
+    nr = machine_nr()
+    out = []
+    for block in np.split(np.asarray(w, np.float32), groups):
+        m, k = block.shape
+        padded = np.zeros((-(-m // nr) * nr, k), np.float32)
+        padded[:m] = block
+        out.append(padded.reshape(-1, nr, k).transpose(0, 2, 1).ravel())
+    return np.concatenate(out)
 
 
 # Winograd F(2x2, 3x3): G, and the weights transformed (G g G^T per output and input channel).

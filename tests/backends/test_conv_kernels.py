@@ -1,6 +1,7 @@
 """native's conv and pool kernels against onnxruntime, shape by shape: pointwise (as a GEMM,
 thin ones included), depthwise (any stride, dilation, multiplier, pads), 3x3 (direct,
-Winograd), taps read in place (few input channels; small maps' flattened rows), strided and
+Winograd), taps read in place (few input channels; small maps' flattened rows; output
+channels across the vector's lanes, broadcasting each tap's input), strided and
 large kernels, grouped convs, MaxPool (stride 2 down the rows, then along them) and
 AveragePool; odd sizes, rows narrower than a vector, batch > 1 and a dynamic batch; each with
 the epilogue a model fuses (bias, Relu, a residual Add). The same bits at 1 and 3 threads;
@@ -114,6 +115,22 @@ CONVS = {
     "flat_valid": ((1, 20, 9, 9), (12, 20, 3, 3), {}),
     "flat_dilated": ((1, 8, 10, 12), (6, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     "flat_1x3_row": ((2, 40, 1, 37), (30, 40, 1, 3), {"pads": [0, 1, 0, 1]}),
+    # output channels across the vector's lanes (byoc_conv_lanes): more channel panels than
+    # a task keeps at once, over three KC blocks; a last panel part empty on 7x7 with an end
+    # pad (tiles of 6 and 5 positions) and two images; grouped; positions in two blocks;
+    # dilated; 1-D; a 5x5 and a Winograd-sized 3x3 of 32 channels at stride 1
+    "lanes_3x3_s2_panels": ((1, 64, 20, 22), (160, 64, 3, 3), {"strides": [2, 2],
+                                                              "pads": [1, 1, 1, 1]}),
+    "lanes_3x3_s2_last_panel": ((2, 24, 14, 14), (60, 24, 3, 3), {"strides": [2, 2],
+                                                                 "pads": [1, 1, 0, 0]}),
+    "lanes_grouped_s2": ((1, 32, 12, 13), (64, 16, 3, 3), {"strides": [2, 2],
+                                                           "pads": [1, 1, 1, 1], "group": 2}),
+    "lanes_two_blocks": ((1, 8, 41, 45), (16, 8, 3, 3), {"strides": [2, 2]}),
+    "lanes_dilated_s2": ((1, 16, 19, 17), (32, 16, 3, 3), {"strides": [2, 2], "dilations": [2, 2],
+                                                           "pads": [2, 1, 2, 2]}),
+    "lanes_1d_s2": ((2, 32, 29), (48, 32, 3), {"strides": [2], "pads": [1, 1]}),
+    "lanes_5x5": ((1, 16, 13, 13), (32, 16, 5, 5), {"pads": [2, 2, 2, 2]}),
+    "lanes_3x3_32_channels": ((1, 64, 9, 9), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
 }
 
 POOLS = {
@@ -256,6 +273,26 @@ def test_small_maps_of_few_output_channels_read_their_taps_in_place():
     assert takes(128, 32, 7, 7) and takes(96, 24, 8, 10)
     assert not takes(128, 32, 14, 14) and not takes(512, 512, 7, 7) and not takes(8, 8, 40, 40)
     assert takes(16, 48, 13, 13, k=5) and not takes(32, 128, 13, 13, k=5)
+
+
+def test_strided_convs_and_small_maps_take_output_channels_across_lanes():
+    from backends.ccompiler.emitter import Tensor
+    from backends.ccompiler.ops.conv import lanes
+
+    def takes(c, m, h, k=3, s=1, group=1):
+        x = Tensor("x", (1, c, h, h), "float32")
+        wt = Tensor("w", (m, c // group, k, k), "float32",
+                    np.zeros((m, c // group, k, k), np.float32))
+        p, o = k // 2, (h - 1) // s + 1
+        return lanes(x, wt, [1, c, h, h, m, o, o, k, k, s, s, p, p, 1, 1], group)
+
+    # strided 3x3s, 5x5s on small maps, Winograd's few output channels on 7x7 and 14x14,
+    # alexnet's grouped 5x5
+    assert takes(128, 160, 28, s=2) and takes(512, 512, 14, s=2) and takes(32, 64, 13, k=5)
+    assert takes(128, 32, 7) and takes(128, 32, 14) and takes(96, 256, 26, k=5, group=2)
+    # a stem's 27 taps; a panel one third empty; Winograd's many channels or large maps
+    assert not takes(3, 32, 224, s=2) and not takes(96, 24, 10)
+    assert not takes(512, 512, 7) and not takes(128, 32, 28) and not takes(64, 64, 56)
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@ Conv is a GEMM per image and group whose B operand is packed from a zero-padded 
 input (im2col without its buffer), a plain GEMM for 1x1 convs, a GEMM reading its taps from
 the input in place for convs of few input channels (``direct``) or of small maps and few
 output channels (``flat``), one product over the batch for 1x1 maps (``maps_1x1``), Winograd
-for 3x3 ones of many, and direct loops for depthwise convs (``depthwise.py``).
+for 3x3 ones of many, direct loops for depthwise convs (``depthwise.py``), and, for strided
+convs and small maps, a kernel with output channels across the vector's lanes that
+broadcasts each tap's input in place (``lanes``).
 ConvTranspose is a GEMM into columns followed by a scatter-add (col2im).
 """
 
@@ -28,6 +30,10 @@ WINOGRAD_FEW_CHANNELS_MIN_MAP = 196
 FLAT_MAX_MAP = 1024
 FLAT_WINOGRAD_MAX_MAP = 100
 FLAT_MAX_WASTE = 32
+# byoc_conv_lanes (``lanes``): taps at least, and where it takes Winograd's convs.
+LANES_MIN_TAPS = 64
+LANES_WINOGRAD_MAX_M = 32
+LANES_WINOGRAD_MAX_MAP = 256
 
 
 def _dims(x: Tensor, out: Tensor, kernel: tuple[int, ...], win: Window) -> list[int]:
@@ -101,6 +107,32 @@ def flat(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
     return m * extra <= FLAT_MAX_WASTE
 
 
+def lanes(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
+    """Whether a conv runs with its output channels across the vector's lanes
+    (``byoc_conv_lanes``), which packs no im2col panel: 2-D, constant weights, not 1x1, taps
+    enough to outweigh a tile's turning back (a stem's 27 ran 1.1-1.75x), channels filling
+    the NR-wide panels (96 -> 24 on 8x10 and 16x20, one third empty, 1.1-1.4x). Taken where it
+    measured faster at one thread against the path it replaces: strided convs (3x3s 0.84-0.95x
+    of im2col, to 0.99-1.12x onnxruntime; 11x11 stride 4 0.91-0.95x), stride-1 ones on maps
+    up to FLAT_MAX_MAP that Winograd does not take (5x5s of 16-48 channels on 6x6 to 27x27
+    0.70-0.96x of flat or im2col), and those of it with at most LANES_WINOGRAD_MAX_M output
+    channels on maps up to LANES_WINOGRAD_MAX_MAP, where its transforms weigh most (128 -> 32
+    on 14x14 0.85x, on 7x7 0.78x of flat); on larger maps at stride 1 a tile's rows of taps
+    overflow L1 (64 -> 64 on 56x56 1.9x Winograd, 1.4x onnxruntime)."""
+    _, c, _, _, m, oh, ow, kh, kw, sh, sw, _, _, _, _ = dims
+    mg, nr = m // groups, runtime_c.machine_nr()
+    if not (x.rank in (3, 4) and w.value is not None and (kh, kw) != (1, 1)
+            and c // groups * kh * kw >= LANES_MIN_TAPS and -(-mg // nr) * nr * 8 <= mg * 9):
+        return False
+    if direct(w, dims, groups):
+        return False
+    if (sh, sw) != (1, 1):
+        return True
+    if winograd(x, w, dims, groups):
+        return m <= LANES_WINOGRAD_MAX_M and oh * ow <= LANES_WINOGRAD_MAX_MAP
+    return oh * ow <= FLAT_MAX_MAP
+
+
 def maps_1x1(w: Tensor, dims: list[int], groups: int) -> bool:
     """Whether a conv runs as one product over its batch (``byoc_conv_1x1_maps``): pointwise on
     1x1 maps (SE blocks), one group, constant weights. Measured, the C alone, against
@@ -128,6 +160,11 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
     if cg == 1 and taps <= MAX_TAPS:
         return emit_depthwise(ctx, x, w, bias, out, dims, epilogue)
     ctx.need("conv")
+    if lanes(x, w, dims, groups):
+        _emit_in_place(ctx, "byoc_conv_lanes", x, w, bias, out, [*dims, groups],
+                       runtime_c.lanes_conv_scratch(dims, groups), epilogue,
+                       lambda w2: runtime_c.pack_lanes(w2, groups))
+        return True
     if flat(x, w, dims, groups):  # (stride 1: no strides among its dims)
         _emit_in_place(ctx, "byoc_conv_flat", x, w, bias, out,
                        [d for i, d in enumerate(dims) if i not in (9, 10)],
@@ -165,11 +202,13 @@ def emit_conv(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor
 
 
 def _emit_in_place(ctx: Emit, fn: str, x: Tensor, w: Tensor, bias: Tensor | None, out: Tensor,
-                   dims: list[int], scratch_floats: int, epilogue: str) -> None:
-    """A call of a conv that reads its taps in place (``byoc_conv_direct``, ``byoc_conv_flat``):
-    the weights packed as the GEMM's A once here, its dims, its scratch."""
+                   dims: list[int], scratch_floats: int, epilogue: str,
+                   pack=runtime_c.pack_a) -> None:
+    """A call of a conv that reads its taps in place (``byoc_conv_direct``, ``byoc_conv_flat``,
+    ``byoc_conv_lanes``): the weights packed once here (as the GEMM's A, or ``pack``), its
+    dims, its scratch."""
     assert w.value is not None
-    u = ctx.constant(runtime_c.pack_a(w.value.reshape(w.shape[0], -1)))
+    u = ctx.constant(pack(w.value.reshape(w.shape[0], -1)))
     ws = ctx.scratch(4 * scratch_floats)
     b = bias.ptr if bias is not None else "0"
     args = ", ".join(str(d) for d in dims)
