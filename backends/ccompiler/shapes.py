@@ -24,6 +24,7 @@ from byoc.ir import (
     post_order,
 )
 from byoc.op import registry
+from byoc.op.type_rules import CONVS, conv_shape_problem
 
 from .emitter import Unsupported
 
@@ -54,6 +55,8 @@ def concrete_types(func: Function, arg_types: Sequence[TensorType]) -> dict[Key,
                 types[(e, k)] = t
             if e.op == "Reshape":
                 _check_reshape(e, types)
+            elif e.op in CONVS:
+                _check_conv(e, types)
         elif isinstance(e, Var) and (e, 0) not in types:
             raise Unsupported(f"free variable {e.name!r} in the region")
     return types
@@ -69,6 +72,15 @@ def _check_reshape(call: Call, types: dict[Key, TensorType]) -> None:
         raise KernelError(f"cannot reshape {list(data.shape)} ({have} elements) into "
                           f"{list(out.shape)} ({want} elements)",
                           span.name if span is not None else None, call.op_name)
+
+
+def _check_conv(call: Call, types: dict[Key, TensorType]) -> None:
+    """A conv's channels must fit its weights: C would read them short or past their end."""
+    x, w = (types[key_of(a)] for a in call.args[:2])  # type: ignore[arg-type]
+    problem = conv_shape_problem(call.op_name, x.shape, w.shape, call.attrs.get("group", 1))
+    if problem:
+        span = call.span
+        raise KernelError(problem, span.name if span is not None else None, call.op_name)
 
 
 def _call_types(call: Call, types: dict[Key, TensorType]) -> list[TensorType]:

@@ -93,6 +93,34 @@ def onnx_inference(op: str, opset_version: int) -> TypeRule:
 
 
 CEIL_POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+CONVS = frozenset({"Conv", "ConvTranspose"})
+
+
+def conv_shape_problem(op: str, x_shape: Sequence[Dim] | None, w_shape: Sequence[Dim] | None,
+                       group: int) -> str | None:
+    """What is wrong between a Conv's (or ConvTranspose's) input and weights, where their dims
+    are known, or None: ONNX's shape inference takes the channels as given, and a kernel would
+    read its weights short or past their end."""
+    if x_shape is None or w_shape is None:
+        return None
+    if len(w_shape) != len(x_shape):
+        return f"weights of rank {len(w_shape)} for an input of rank {len(x_shape)}"
+    if len(x_shape) < 3:
+        return f"an input of rank {len(x_shape)}: it needs a batch, channels and spatial dims"
+    c, w0, w1 = x_shape[1], w_shape[0], w_shape[1]
+    if not isinstance(group, int) or group < 1:
+        return f"group {group!r}: it must be a positive integer"
+    if op == "Conv":
+        if isinstance(c, int) and isinstance(w1, int) and c != w1 * group:
+            return (f"input has {c} channels, its weights {w_shape} take {w1} x group {group} "
+                    f"= {w1 * group}")
+        if isinstance(w0, int) and w0 % group:
+            return f"{w0} output channels do not split into group {group}"
+    elif isinstance(c, int) and isinstance(w0, int) and c != w0:
+        return f"input has {c} channels, its weights {w_shape} take {w0}"
+    elif isinstance(c, int) and c % group:
+        return f"{c} input channels do not split into group {group}"
+    return None
 
 
 def ceil_pool_types(attrs: dict[str, Any], types: Sequence[Type | None], out: list[Type]

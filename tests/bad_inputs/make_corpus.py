@@ -102,6 +102,12 @@ def corpus() -> dict[str, bytes]:
             [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_group_0", group=0)],
             inputs=(("x", F, [1, 2, 4, 4]),), outputs=(("y", F, None),),
             inits=[numpy_helper.from_array(np.ones((2, 2, 3, 3), np.float32), "w")]),
+        # 6 input channels against weights that take 2: kernels would read the weights past
+        # their end (ONNX's shape inference does not check it)
+        "conv_channels.onnx": model(
+            [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_6_for_2")],
+            inputs=(("x", F, [1, 6, 8, 8]),), outputs=(("y", F, None),),
+            inits=[numpy_helper.from_array(np.ones((8, 2, 3, 3), np.float32), "w")]),
         "recursive_function.onnx": recursive_function(),
         "not_utf8.onnx": not_utf8(),
         "external_dotdot.onnx": external("../secret.bin"),

@@ -31,6 +31,8 @@ EXPECTED = {
     "sparse_out_of_range.onnx": "sparse tensor 'sv': an index is outside its shape [2]",
     "negative_dim.onnx": "initializer 'w' has a negative dim: [-1, 2]",
     "zero_group_conv.onnx": "node 'conv_group_0' (Conv): ",
+    "conv_channels.onnx": "node 'conv_6_for_2' (Conv): input has 6 channels, its weights "
+                          "(8, 2, 3, 3) take 2 x group 1 = 2",
     "recursive_function.onnx": "Model-local functions must not be recursive",
     "not_utf8.onnx": "a node name is not valid UTF-8: b'\\xff\\xfe",
     "external_dotdot.onnx": "tensor 'w': external data location '../secret.bin' points outside",

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import byoc
 from byoc.compare import compare_outputs, run_onnxruntime
-from byoc.errors import KernelError
+from byoc.errors import ByocError, KernelError
 from byoc.inputs import random_inputs
 from byoc.ir import DEFAULTS
 from tests.conftest import FLOAT, INT64, make_model
@@ -435,3 +435,21 @@ def test_the_cli_uses_the_default_and_does_not_make_it_up(tmp_path, capsys) -> N
     assert code == 0 and json.loads(out)["ok"] is True, (out, err)
     made_up = random_inputs(byoc.load_onnx(_defaulted_model()).main, {"n": 2})
     assert set(made_up) == {"x"}  # the run takes bias's default
+
+
+# -- a conv's channels against its weights, known only at run time ------------------------------
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("host", "ccompiler", "native")])
+def test_a_conv_fed_channels_its_weights_do_not_take_is_an_error_naming_the_node(backend):
+    """6 channels through weights of 2 (the channel dim symbolic, so the import cannot know):
+    an error naming the node, where native's C had read the weights past their end."""
+    w = numpy_helper.from_array(np.ones((8, 2, 3, 3), np.float32), "w")
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv_c")],
+                       [("x", FLOAT, [1, "c", 8, 8])], [("y", FLOAT, None)], [w])
+    exe = _build(model, backend)
+    good = np.ones((1, 2, 8, 8), np.float32)
+    assert float(exe.run({"x": good})["y"][0, 0, 0, 0]) == 18.0
+    with pytest.raises(ByocError, match="node 'conv_c' \\(Conv\\): (ValueError: )?input has 6 channels, its "
+                                          "weights \\(8, 2, 3, 3\\) take 2 x group 1 = 2"):
+        exe.run({"x": np.ones((1, 6, 8, 8), np.float32)})

@@ -7,6 +7,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..type_rules import conv_shape_problem
 from ._registry import arg, hold_blas, kernel, via_float32
 from ._window import Window, pad_spatial, window
 
@@ -61,10 +62,17 @@ def _im2col_matmul(attrs: dict, xp: np.ndarray, wt: np.ndarray, w: Window, group
     return y.reshape(n, m, *w.out)
 
 
+def _check_channels(op: str, attrs: dict, x: np.ndarray, wt: np.ndarray) -> None:
+    problem = conv_shape_problem(op, x.shape, wt.shape, attrs.get("group", 1))
+    if problem:
+        raise ValueError(problem)
+
+
 @kernel("Conv")
 @via_float32
 def conv(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """N-D grouped convolution (NC + spatial layout) with optional bias."""
+    _check_channels("Conv", attrs, x, wt)
     b = arg(rest, 0)
     w = window(attrs, x.shape[2:], wt.shape[2:])
     xp = pad_spatial(x, w.pads_begin, w.pads_end, 0)
@@ -106,6 +114,7 @@ def _transpose_pads(
 @via_float32
 def conv_transpose(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """N-D grouped transposed convolution with optional bias."""
+    _check_channels("ConvTranspose", attrs, x, wt)
     b = arg(rest, 0)
     n, c, *in_shape = x.shape
     group = attrs.get("group", 1)
