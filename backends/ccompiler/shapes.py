@@ -76,8 +76,9 @@ def _check_reshape(call: Call, types: dict[Key, TensorType]) -> None:
 
 def _check_conv(call: Call, types: dict[Key, TensorType]) -> None:
     """A conv's channels must fit its weights: C would read them short or past their end."""
-    x, w = (types[key_of(a)] for a in call.args[:2])  # type: ignore[arg-type]
-    problem = conv_shape_problem(call.op_name, x.shape, w.shape, call.attrs.get("group", 1))
+    x, w, *b = (types[key_of(a)] for a in call.args[:3] if a is not None)  # type: ignore
+    problem = conv_shape_problem(call.op_name, x.shape, w.shape, call.attrs.get("group", 1),
+                                 b[0].shape if b else None)
     if problem:
         span = call.span
         raise KernelError(problem, span.name if span is not None else None, call.op_name)

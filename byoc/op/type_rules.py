@@ -97,12 +97,18 @@ CONVS = frozenset({"Conv", "ConvTranspose"})
 
 
 def conv_shape_problem(op: str, x_shape: Sequence[Dim] | None, w_shape: Sequence[Dim] | None,
-                       group: int) -> str | None:
-    """What is wrong between a Conv's (or ConvTranspose's) input and weights, where their dims
-    are known, or None: ONNX's shape inference takes the channels as given, and a kernel would
-    read its weights short or past their end."""
+                       group: int, b_shape: Sequence[Dim] | None = None) -> str | None:
+    """What is wrong between a Conv's (or ConvTranspose's) input, weights and bias, where their
+    dims are known, or None: ONNX's shape inference takes the channels as given, and a kernel
+    would read its weights or bias short or past their end."""
     if x_shape is None or w_shape is None:
         return None
+    out = (w_shape[0] if op == "Conv" else
+           w_shape[1] * group if len(w_shape) > 1 and isinstance(w_shape[1], int) else None)
+    if b_shape is not None and (len(b_shape) != 1 or (isinstance(b_shape[0], int)
+                                                      and isinstance(out, int)
+                                                      and b_shape[0] != out)):
+        return f"bias of shape {tuple(b_shape)} for {out} output channels"
     if len(w_shape) != len(x_shape):
         return f"weights of rank {len(w_shape)} for an input of rank {len(x_shape)}"
     if len(x_shape) < 3:

@@ -453,3 +453,20 @@ def test_a_conv_fed_channels_its_weights_do_not_take_is_an_error_naming_the_node
     with pytest.raises(ByocError, match="node 'conv_c' \\(Conv\\): (ValueError: )?input has 6 channels, its "
                                           "weights \\(8, 2, 3, 3\\) take 2 x group 1 = 2"):
         exe.run({"x": np.ones((1, 6, 8, 8), np.float32)})
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("host", "ccompiler", "native")])
+def test_a_conv_bias_of_the_wrong_length_is_an_error_naming_the_node(backend):
+    """3 biases for 8 output channels, the bias a graph input of symbolic length: native's C
+    had read past its end."""
+    w = numpy_helper.from_array(np.ones((8, 2, 3, 3), np.float32), "w")
+    model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv_b")],
+                       [("x", FLOAT, [1, 2, 8, 8]), ("b", FLOAT, ["m"])], [("y", FLOAT, None)],
+                       [w])
+    exe = _build(model, backend)
+    x = np.ones((1, 2, 8, 8), np.float32)
+    assert exe.run({"x": x, "b": np.arange(8, dtype=np.float32)})["y"][0, 7, 0, 0] == 25.0
+    with pytest.raises(ByocError, match="node 'conv_b' \\(Conv\\): (ValueError: )?bias of shape "
+                                        "\\(3,\\) for 8 output channels"):
+        exe.run({"x": x, "b": np.ones(3, np.float32)})
+

@@ -62,8 +62,10 @@ def _im2col_matmul(attrs: dict, xp: np.ndarray, wt: np.ndarray, w: Window, group
     return y.reshape(n, m, *w.out)
 
 
-def _check_channels(op: str, attrs: dict, x: np.ndarray, wt: np.ndarray) -> None:
-    problem = conv_shape_problem(op, x.shape, wt.shape, attrs.get("group", 1))
+def _check_channels(op: str, attrs: dict, x: np.ndarray, wt: np.ndarray,
+                    b: np.ndarray | None) -> None:
+    problem = conv_shape_problem(op, x.shape, wt.shape, attrs.get("group", 1),
+                                 None if b is None else b.shape)
     if problem:
         raise ValueError(problem)
 
@@ -72,8 +74,8 @@ def _check_channels(op: str, attrs: dict, x: np.ndarray, wt: np.ndarray) -> None
 @via_float32
 def conv(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """N-D grouped convolution (NC + spatial layout) with optional bias."""
-    _check_channels("Conv", attrs, x, wt)
     b = arg(rest, 0)
+    _check_channels("Conv", attrs, x, wt, b)
     w = window(attrs, x.shape[2:], wt.shape[2:])
     xp = pad_spatial(x, w.pads_begin, w.pads_end, 0)
     # Depthwise too: per-group (1, K) @ (K, O) products still beat a loop over kernel taps.
@@ -114,8 +116,8 @@ def _transpose_pads(
 @via_float32
 def conv_transpose(attrs: dict, x: np.ndarray, wt: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """N-D grouped transposed convolution with optional bias."""
-    _check_channels("ConvTranspose", attrs, x, wt)
     b = arg(rest, 0)
+    _check_channels("ConvTranspose", attrs, x, wt, b)
     n, c, *in_shape = x.shape
     group = attrs.get("group", 1)
     cg, mg, kernel_shape = c // group, wt.shape[1], tuple(wt.shape[2:])
