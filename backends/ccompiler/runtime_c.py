@@ -470,7 +470,10 @@ static inline __attribute__((always_inline)) void byoc_ukernel_few_n(
     for (; k + 4 < kc; k += 4)  /* 8 floats from column k: lanes MR.. belong to k + 1 */
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
-            const byoc_f8 a = *(const byoc_f8 *)(ap + (k + u) * BYOC_MR);
+            byoc_f8 a = *(const byoc_f8 *)(ap + (k + u) * BYOC_MR);
+#if defined(__AVX__)
+            __asm__("" : "+x"(a));  /* in a register: GCC had folded its load into each FMA */
+#endif
             const float *b = bp + (k + u) * BYOC_NR;
 #pragma GCC unroll 4
             for (int j = 0; j < BYOC_FEW_COLS; j++)
