@@ -295,11 +295,8 @@ def test_strided_convs_and_small_maps_take_output_channels_across_lanes():
     assert not takes(512, 512, 7) and not takes(128, 32, 28) and not takes(64, 64, 56)
 
 
-@pytest.mark.slow
-def test_convs_on_a_machine_without_avx(monkeypatch, tmp_path):
-    """An SE conv's W^T is packed in Python by the NR the C is compiled with: built for plain
-    x86-64 (SSE's NR of 8) it still matches (pack_b had assumed 16 off AVX-512), and so do a
-    strided conv and a pointwise one on a small map."""
+def _without_avx(monkeypatch, tmp_path) -> None:
+    """Builds from here on for plain x86-64 (SSE: NR 8), in a cache of their own."""
     import platform
 
     from byoc.codegen import build_cache
@@ -311,6 +308,24 @@ def test_convs_on_a_machine_without_avx(monkeypatch, tmp_path):
     monkeypatch.setattr(build_cache, "_TOOLCHAIN", (cc, version, plain))
     monkeypatch.setattr(build_cache, "native_flags_have", lambda flag: False)
     monkeypatch.setenv("BYOC_CACHE_DIR", str(tmp_path))
+
+
+@pytest.mark.slow
+def test_every_conv_and_pool_on_a_machine_without_avx(monkeypatch, tmp_path):
+    """The kernels' generic vectors (SSE's 4 floats, panels of 8 channels or columns), where
+    this machine's tests run AVX's or AVX-512's: the same cases, at 1 and 3 threads."""
+    _without_avx(monkeypatch, tmp_path)
+    model, feeds = _model(np.random.default_rng(0))
+    _check(model, feeds, [byoc.build(byoc.partition(byoc.load_onnx(model), backends=["native"]),
+                                     threads=t) for t in (1, 3)])
+
+
+@pytest.mark.slow
+def test_convs_on_a_machine_without_avx(monkeypatch, tmp_path):
+    """An SE conv's W^T is packed in Python by the NR the C is compiled with: built for plain
+    x86-64 (SSE's NR of 8) it still matches (pack_b had assumed 16 off AVX-512), and so do a
+    strided conv and a pointwise one on a small map."""
+    _without_avx(monkeypatch, tmp_path)
     rng = np.random.default_rng(4)
     n = helper.make_node
     shapes = {"s2": ((2, 40, 14, 14), (48, 40, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
