@@ -103,6 +103,8 @@ def conv_shape_problem(op: str, x_shape: Sequence[Dim] | None, w_shape: Sequence
     would read its weights or bias short or past their end."""
     if x_shape is None or w_shape is None:
         return None
+    if not isinstance(group, int) or group < 1:
+        return f"group {group!r}: it must be a positive integer"
     out = (w_shape[0] if op == "Conv" else
            w_shape[1] * group if len(w_shape) > 1 and isinstance(w_shape[1], int) else None)
     if b_shape is not None and (len(b_shape) != 1 or (isinstance(b_shape[0], int)
@@ -114,8 +116,6 @@ def conv_shape_problem(op: str, x_shape: Sequence[Dim] | None, w_shape: Sequence
     if len(x_shape) < 3:
         return f"an input of rank {len(x_shape)}: it needs a batch, channels and spatial dims"
     c, w0, w1 = x_shape[1], w_shape[0], w_shape[1]
-    if not isinstance(group, int) or group < 1:
-        return f"group {group!r}: it must be a positive integer"
     if op == "Conv":
         if isinstance(c, int) and isinstance(w1, int) and c != w1 * group:
             return (f"input has {c} channels, its weights {w_shape} take {w1} x group {group} "

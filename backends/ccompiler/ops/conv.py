@@ -109,13 +109,14 @@ def flat(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
 
 def lanes(x: Tensor, w: Tensor, dims: list[int], groups: int) -> bool:
     """Whether a conv runs with its output channels across the vector's lanes
-    (``byoc_conv_lanes``), which packs no im2col panel: 2-D, constant weights, not 1x1, taps
-    enough to outweigh a tile's turning back (a stem's 27 ran 1.1-1.75x), channels filling
-    the NR-wide panels (96 -> 24 on 8x10 and 16x20, one third empty, 1.1-1.4x). Taken where it
+    (``byoc_conv_lanes``), which packs no im2col panel: 1-D or 2-D, constant weights, not 1x1,
+    taps enough to outweigh a tile's turning back (a stem's 27 ran 1.1-1.75x), channels filling
+    the NR-wide panels to seven eighths or more (96 -> 24 on 8x10 and 16x20, one third empty,
+    1.1-1.4x); not where a stem's few channels read in place (``direct``). Taken where it
     measured faster at one thread against the path it replaces: strided convs (3x3s 0.84-0.95x
     of im2col, to 0.99-1.12x onnxruntime; 11x11 stride 4 0.91-0.95x), stride-1 ones on maps
     up to FLAT_MAX_MAP that Winograd does not take (5x5s of 16-48 channels on 6x6 to 27x27
-    0.70-0.96x of flat or im2col), and those of it with at most LANES_WINOGRAD_MAX_M output
+    0.70-0.91x of flat or im2col), and those of it with at most LANES_WINOGRAD_MAX_M output
     channels on maps up to LANES_WINOGRAD_MAX_MAP, where its transforms weigh most (128 -> 32
     on 14x14 0.85x, on 7x7 0.78x of flat); on larger maps at stride 1 a tile's rows of taps
     overflow L1 (64 -> 64 on 56x56 1.9x Winograd, 1.4x onnxruntime)."""
