@@ -9,7 +9,9 @@ in how threads are woken, wait and join. Printed:
 1. dispatch: microseconds per parallel call over 2 x N ranges of a given work each (0, ~1 us,
    ~10 us), and serial, each implementation alternating with the other;
 2. models: native regions of real models at N threads, the same build attached to one pool
-   then the other, interleaved: median ms and the ratio gomp / byoc;
+   then the other, interleaved, each timed run after the other pool's threads went quiet and
+   an untimed run (a pool spinning on after its run had slowed the other's): median ms and
+   the ratio gomp / byoc;
 3. the same models at N threads with onnxruntime busy on its own threads in between (what
    a mixed partition does): how each pool's waiting threads get in the way.
 
@@ -36,7 +38,7 @@ import byoc  # noqa: E402
 from byoc.backends.ccompiler import pool  # noqa: E402
 from byoc.backends.ccompiler.runtime import CompiledRegion, Specialization  # noqa: E402
 from byoc.compare import onnxruntime_session  # noqa: E402
-from byoc.runtime.threads import physical_cores  # noqa: E402
+from byoc.runtime.threads import physical_cores, settle  # noqa: E402
 from tests.models.zoo import MODELS, light_models  # noqa: E402
 
 
@@ -105,6 +107,9 @@ def models(own, gomp, names: list[str], threads: int, repeat: int, with_ort: boo
                 use(which)
                 if session is not None:
                     session.run(None, feeds)
+                else:  # the other pool's threads quiet, then this one's awake, as in a run
+                    settle()  # of one model after another
+                    exe.run(feeds)
                 t0 = time.perf_counter()
                 exe.run(feeds)
                 times[label].append(time.perf_counter() - t0)
