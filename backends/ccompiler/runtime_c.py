@@ -1221,8 +1221,8 @@ static void byoc_lanes_tasks(void *ctx, long u0, long u1) {
             for (long u = c0; u < c1; u++) {
                 const long m0 = u % j->panels * BYOC_NR, q0 = u / j->panels * j->bpos;
                 const long q1 = q0 + j->bpos < ohw ? q0 + j->bpos : ohw;
-                byoc_gf bias[BYOC_NV];
-                for (int v = 0; v < BYOC_NV; v++)
+                byoc_gf bias[BYOC_NV];  /* where the sums start: the first block only */
+                for (int v = 0; v < BYOC_NV && pc == 0; v++)
                     for (int l = 0; l < BYOC_GW; l++) {
                         const long m = m0 + v * BYOC_GW + l;
                         bias[v][l] = j->bias && m < j->M ? j->bias[m] : 0.0f;
@@ -1962,11 +1962,13 @@ def flat_conv_scratch(dims: list[int]) -> int:
 
 def lanes_conv_scratch(dims: list[int], groups: int) -> int:
     """Floats of scratch byoc_conv_lanes needs: a group's zero-padded input (one plane of
-    padded rows a channel), then one long per tap (as it lays them out)."""
-    _, c, _, _, _, oh, ow, kh, kw, sh, sw, _, _, dh, dw = dims
+    padded rows a channel) unless it has no pads, then one long per tap (as it lays them
+    out)."""
+    _, c, h, w, _, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = dims
     hp, rs = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
     cg = c // groups
-    return (cg * hp * rs + 15) // 16 * 16 + 2 * cg * kh * kw
+    in_place = ph == pw == 0 and hp <= h and rs <= w  # no copy: the input is read as it is
+    return (0 if in_place else (cg * hp * rs + 15) // 16 * 16) + 2 * cg * kh * kw
 
 
 def pack_lanes(w: np.ndarray, groups: int = 1) -> np.ndarray:
