@@ -7,8 +7,9 @@ CNNs, detectors, OCR nets and transformers.
 For each model four callables run interleaved, round after round (native at 1 thread, native
 at N, onnxruntime at 1, onnxruntime at N; N = the physical cores by default), so drift on the
 machine hits all four alike; each time is the median over the rounds. Within a round each
-runs once untimed, then ``--block`` timed calls: onnxruntime's intra-op threads spin on after
-a run, and a native run right after one at 2 threads waited for its second core. Printed per model: the
+runs untimed for a few ms, then ``--block`` timed calls: onnxruntime's intra-op threads spin
+on after a run, and a native run right after one at 2 threads waited for its second core.
+Printed per model: the
 ratio native / onnxruntime at 1 and at N threads, and each engine's speedup from 1 to N
 threads; then the medians. Targets (issue 19): median ratio <= 1.0 at both counts, no model
 above 1.3, a conv-heavy model 1.8x faster on 2 threads than on 1. On a loaded machine the
@@ -83,7 +84,7 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=30.0, help="seconds per model at most")
     parser.add_argument("--only", help="comma-separated model names")
     parser.add_argument("--block", type=int, default=3,
-                        help="timed calls in a row per engine, after one untimed call (1: "
+                        help="timed calls in a row per engine, after untimed ones (1: "
                              "strictly alternating; onnxruntime's spinning threads then slow "
                              "native's next run at more than one thread)")
     parser.add_argument("--json", help="also write the rows to this file")
