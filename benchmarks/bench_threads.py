@@ -9,9 +9,8 @@ at N, onnxruntime at 1, onnxruntime at N; N = the physical cores by default), so
 machine hits all four alike; each time is the median over the rounds. Within a round each
 runs untimed for a few ms, then ``--block`` timed calls: onnxruntime's intra-op threads spin
 on after a run, and a native run right after one at 2 threads waited for its second core.
-Printed per model: the
-ratio native / onnxruntime at 1 and at N threads, and each engine's speedup from 1 to N
-threads; then the medians. Targets (issue 19): median ratio <= 1.0 at both counts, no model
+Printed per model: the ratio native / onnxruntime at 1 and at N threads, and each engine's
+speedup from 1 to N threads; then the medians. Targets (issue 19): median ratio <= 1.0 at both counts, no model
 above 1.3, a conv-heavy model 1.8x faster on 2 threads than on 1. On a loaded machine the
 speedups mean little (a second thread waits for a core): say the load (``uptime``) with them.
 """
