@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import byoc  # noqa: E402
 from byoc.compare import onnxruntime_session  # noqa: E402
-from byoc.runtime.threads import settle  # noqa: E402
+from byoc.runtime.threads import settle, warm_up  # noqa: E402
 from tests.models.zoo import MODELS, ModelUnavailable, light_models  # noqa: E402
 
 STATS = {"median": statistics.median, "min": min}
@@ -45,22 +45,14 @@ def interleaved(fns, repeat: int, budget_s: float, stat=statistics.median,
     return [stat(t) for t in interleaved_times(fns, repeat, budget_s, clock, block)]
 
 
-# Untimed running before a block's timed calls. settle() leaves the other cores idle for as
-# long as the last engine's threads spin on (onnxruntime's: 60-70 ms; byoc's pool: 50 us), and
-# a vCPU idle that long ran native's next 2-thread calls slower for a few runs (a 256 -> 256
-# stride-2 conv: 0.83 ms, then 0.52, against 0.38-0.50 after a short idle), which the
-# timed calls of one untimed run had counted against whoever followed onnxruntime.
-WARM_S = 0.005
-
-
 def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter,
                       block: int = 1, shuffle=None, min_rounds: int = 3) -> list[list[float]]:
     """Every timed call of each fn, in rounds. Before each fn's turn the process's other
     threads are let go quiet (``settle``): onnxruntime's intra-op threads spin on ~40 ms after
     a run with its default settings, and whatever ran next at 2 threads waited for its second
     core (native squeezenet: 2.3-2.8 ms alone, 4.4-7.4 ms right after onnxruntime). With
-    ``block`` > 1 each fn runs untimed for WARM_S (once at least), then ``block`` timed calls,
-    before the next fn.
+    ``block`` > 1 each fn runs untimed for a few ms (``threads.warm_up``), then ``block`` timed
+    calls, before the next fn.
     ``shuffle`` (a seeded ``random.Random(...).shuffle``) orders each round anew, so no fn
     always follows the same one."""
     times: list[list[float]] = [[] for _ in fns]
@@ -71,11 +63,8 @@ def interleaved_times(fns, repeat: int, budget_s: float, clock=time.perf_counter
             shuffle(order)
         for i in order:
             settle()
-            if block > 1:  # untimed until WARM_S passed (once at least): after settling, a
-                warm = time.perf_counter()  # core idle for long came back slow for a few runs
-                fns[i]()
-                while time.perf_counter() - warm < WARM_S:
-                    fns[i]()
+            if block > 1:
+                warm_up(fns[i])
             for _ in range(block):
                 t0 = clock()
                 fns[i]()

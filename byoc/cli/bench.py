@@ -30,7 +30,7 @@ def cmd_bench(args) -> int:
 
     from ..compare import onnxruntime_session
     from ..runtime.ort_sessions import run_options
-    from ..runtime.threads import settle
+    from ..runtime.threads import settle, warm_up
 
     path, mod = load_model(args)
     inputs = model_inputs(args, mod)
@@ -51,9 +51,10 @@ def cmd_bench(args) -> int:
         for run, times in turns:
             # onnxruntime's threads spin on ~45 ms after its run: without the wait byoc's next
             # run at 2 threads found a core taken (squeezenet 5.8 ms against 2.2-2.5 alone);
-            # then one run untimed, for a core that slept while waiting comes back slowly
+            # then untimed runs for a few ms, for a core that slept while waiting comes back
+            # slowly (threads.warm_up)
             settle()
-            run()
+            warm_up(run)
             t0 = time.perf_counter()
             run()
             times.append(time.perf_counter() - t0)

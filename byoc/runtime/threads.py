@@ -211,3 +211,19 @@ def settle(quiet_s: float = 0.01, max_s: float = 0.5) -> None:
         if now is None or (now[0] == seen[0] and not now[1]):
             return
         seen = now
+
+
+# How long warm_up runs: settle() can leave a core idle for as long as onnxruntime's threads
+# spin on (60-70 ms), and on this VM a core idle that long ran native's next 2-thread calls
+# slower for a few runs (a 256 -> 256 stride-2 conv: 0.83 ms, then 0.52, against 0.38-0.50
+# after a short idle). One untimed run had left the rest of that to the timed ones.
+WARM_S = 0.005
+
+
+def warm_up(run, at_least_s: float = WARM_S) -> None:
+    """``run()`` untimed, once and then until ``at_least_s`` has passed: after settle(), before
+    timing it."""
+    start = time.perf_counter()
+    run()
+    while time.perf_counter() - start < at_least_s:
+        run()

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import IRModule
-from ..runtime.threads import settle
+from ..runtime.threads import settle, warm_up
 from .cache import MeasurementCache
 from .digest import Digests
 from .environment import backend_version, byoc_source_digest, machine, thread_setting
@@ -199,7 +199,8 @@ class Measurer:
                 for k in live:
                     exe, feeds = runners[k]
                     settle()  # another engine's threads may still spin on a core
-                    exe.run(feeds)  # untimed: the caches are the engine before's
+                    # untimed: the caches are the engine before's, an idle core comes back slow
+                    warm_up(lambda: exe.run(feeds))  # noqa: B023 (called here, now)
                     for _ in range(COMPARE_BLOCK):
                         t0 = clock()
                         exe.run(feeds)

@@ -221,3 +221,14 @@ def test_settle_waits_for_a_spinning_thread_to_stop():
     threads.settle(max_s=5.0)
     assert not t.is_alive()
     t.join()
+
+
+def test_warm_up_runs_once_at_least_then_until_its_time_has_passed():
+    import time
+
+    calls = []
+    threads.warm_up(lambda: calls.append(1), at_least_s=0.0)
+    assert len(calls) == 1
+    start = time.perf_counter()
+    threads.warm_up(lambda: (calls.append(1), time.sleep(0.004)), at_least_s=0.02)
+    assert time.perf_counter() - start >= 0.02 and len(calls) >= 1 + 4
