@@ -1204,6 +1204,15 @@ static void byoc_lanes_tile(long kc, const float *restrict wl, const float *rest
 
 #define BYOC_LANES_UNITS 8  /* units whose sums wait in scratch across K blocks (AVX: 120 KB) */
 
+/* Unit u's first channel m0 and its positions q0..q1. */
+static inline void byoc_lanes_unit(const byoc_lanes_job *j, long u, long *m0, long *q0,
+                                   long *q1) {
+    const long ohw = j->OH * j->OW;
+    *m0 = u % j->panels * BYOC_NR;
+    *q0 = u / j->panels * j->bpos;
+    *q1 = *q0 + j->bpos < ohw ? *q0 + j->bpos : ohw;
+}
+
 /* Tasks u0..u1: unit u = (block of bpos positions, panel of NR channels), the panels of a
    block side by side. A few units at a time go through all K in KC blocks, each block of
    taps (of the positions of a block or two) read by all of them while in cache
@@ -1219,14 +1228,15 @@ static void byoc_lanes_tasks(void *ctx, long u0, long u1) {
         for (long pc = 0; pc < K; pc += BYOC_KC) {
             const long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
             for (long u = c0; u < c1; u++) {
-                const long m0 = u % j->panels * BYOC_NR, q0 = u / j->panels * j->bpos;
-                const long q1 = q0 + j->bpos < ohw ? q0 + j->bpos : ohw;
+                long m0, q0, q1;
+                byoc_lanes_unit(j, u, &m0, &q0, &q1);
                 byoc_gf bias[BYOC_NV];  /* where the sums start: the first block only */
-                for (int v = 0; v < BYOC_NV && pc == 0; v++)
-                    for (int l = 0; l < BYOC_GW; l++) {
-                        const long m = m0 + v * BYOC_GW + l;
-                        bias[v][l] = j->bias && m < j->M ? j->bias[m] : 0.0f;
-                    }
+                if (pc == 0)
+                    for (int v = 0; v < BYOC_NV; v++)
+                        for (int l = 0; l < BYOC_GW; l++) {
+                            const long m = m0 + v * BYOC_GW + l;
+                            bias[v][l] = j->bias && m < j->M ? j->bias[m] : 0.0f;
+                        }
                 const float *wl = j->wl + m0 * K + pc * BYOC_NR;
                 const long tiles = (q1 - q0 + BYOC_LP - 1) / BYOC_LP;
                 long oh = q0 / OW, ow = q0 % OW;  /* of position q */
@@ -1245,8 +1255,8 @@ static void byoc_lanes_tasks(void *ctx, long u0, long u1) {
             }
         }
         for (long u = c0; u < c1; u++) {  /* turned back into y's rows, then the epilogue */
-            const long m0 = u % j->panels * BYOC_NR, q0 = u / j->panels * j->bpos;
-            const long q1 = q0 + j->bpos < ohw ? q0 + j->bpos : ohw;
+            long m0, q0, q1;
+            byoc_lanes_unit(j, u, &m0, &q0, &q1);
             const long mn = j->M - m0 < BYOC_NR ? j->M - m0 : BYOC_NR;
             const float *t = sums + (u - c0) * bt;
             float *y = j->y + m0 * ohw + q0;
@@ -1881,14 +1891,21 @@ def links_library(needed: set[str]) -> bool:
     return bool(needed & LINKED)
 
 
+def _rows_padded(block: np.ndarray, multiple: int) -> np.ndarray:
+    """``block`` with zero rows after its own, to a multiple of ``multiple``."""
+    m, k = block.shape
+    padded = np.zeros((-(-m // multiple) * multiple, k), np.float32)
+    padded[:m] = block
+    return padded
+
+
 def pack_a(a: np.ndarray, groups: int = 1) -> np.ndarray:
     """Rows of ``a`` (per group: ``groups`` equal row blocks) as byoc_gemm reads a packed A:
     per group, per KC block of columns, MR-row panels, each column of a panel contiguous."""
     out = []
     for block in np.split(np.asarray(a, np.float32), groups):
-        m, k = block.shape
-        padded = np.zeros(((m + MR - 1) // MR * MR, k), np.float32)
-        padded[:m] = block
+        k = block.shape[1]
+        padded = _rows_padded(block, MR)
         for pc in range(0, k, KC):
             part = padded[:, pc:pc + KC]
             out.append(part.reshape(-1, MR, part.shape[1]).transpose(0, 2, 1).ravel())
@@ -1977,10 +1994,8 @@ def pack_lanes(w: np.ndarray, groups: int = 1) -> np.ndarray:
     nr = machine_nr()
     out = []
     for block in np.split(np.asarray(w, np.float32), groups):
-        m, k = block.shape
-        padded = np.zeros((-(-m // nr) * nr, k), np.float32)
-        padded[:m] = block
-        out.append(padded.reshape(-1, nr, k).transpose(0, 2, 1).ravel())
+        k = block.shape[1]
+        out.append(_rows_padded(block, nr).reshape(-1, nr, k).transpose(0, 2, 1).ravel())
     return np.concatenate(out)
 
 

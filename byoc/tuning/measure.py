@@ -27,6 +27,7 @@ numpy's versions (``environment.py``).
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
@@ -200,7 +201,7 @@ class Measurer:
                     exe, feeds = runners[k]
                     settle()  # another engine's threads may still spin on a core
                     # untimed: the caches are the engine before's, an idle core comes back slow
-                    warm_up(lambda: exe.run(feeds))  # noqa: B023 (called here, now)
+                    warm_up(functools.partial(exe.run, feeds))
                     for _ in range(COMPARE_BLOCK):
                         t0 = clock()
                         exe.run(feeds)

@@ -730,8 +730,9 @@ def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
 
 def _check_conv(op: str, args: list, attrs: Mapping[str, Any], label: str) -> None:
     """A Conv's or ConvTranspose's channels against its weights, where both are known."""
-    shapes = [a.type.shape if a is not None and isinstance(a.type, TensorType) else None
-              for a in (*args[:3], None)[:3]]
-    problem = conv_shape_problem(op, *shapes[:2], attrs.get("group", 1), shapes[2])
+    x, w, b = (args[k] if k < len(args) else None for k in range(3))
+    x_shape, w_shape, b_shape = (a.type.shape if a is not None and isinstance(a.type, TensorType)
+                                 else None for a in (x, w, b))
+    problem = conv_shape_problem(op, x_shape, w_shape, attrs.get("group", 1), b_shape)
     if problem:
         raise ModelError(problem, label, op)
