@@ -24,7 +24,7 @@ from byoc.ir import (
     post_order,
 )
 from byoc.op import registry
-from byoc.op.type_rules import CONVS, conv_shape_problem
+from byoc.op.type_rules import SHAPE_CHECKED, shape_problem
 
 from .emitter import Unsupported
 
@@ -55,8 +55,8 @@ def concrete_types(func: Function, arg_types: Sequence[TensorType]) -> dict[Key,
                 types[(e, k)] = t
             if e.op == "Reshape":
                 _check_reshape(e, types)
-            elif e.op in CONVS:
-                _check_conv(e, types)
+            elif e.op in SHAPE_CHECKED:
+                _check_shapes(e, types)
         elif isinstance(e, Var) and (e, 0) not in types:
             raise Unsupported(f"free variable {e.name!r} in the region")
     return types
@@ -74,11 +74,11 @@ def _check_reshape(call: Call, types: dict[Key, TensorType]) -> None:
                           span.name if span is not None else None, call.op_name)
 
 
-def _check_conv(call: Call, types: dict[Key, TensorType]) -> None:
-    """A conv's channels must fit its weights: C would read them short or past their end."""
-    x, w, *b = (types[key_of(a)] for a in call.args[:3] if a is not None)  # type: ignore
-    problem = conv_shape_problem(call.op_name, x.shape, w.shape, call.attrs.get("group", 1),
-                                 b[0].shape if b else None)
+def _check_shapes(call: Call, types: dict[Key, TensorType]) -> None:
+    """An op's input shapes against each other (a conv's channels and weights, a MatMul's
+    inner dims, ...): C would read short or past an end."""
+    shapes = [None if a is None else types[key_of(a)].shape for a in call.args]
+    problem = shape_problem(call.op_name, shapes, call.attrs)
     if problem:
         span = call.span
         raise KernelError(problem, span.name if span is not None else None, call.op_name)

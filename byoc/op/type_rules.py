@@ -129,6 +129,92 @@ def conv_shape_problem(op: str, x_shape: Sequence[Dim] | None, w_shape: Sequence
     return None
 
 
+def _known(d: Dim) -> bool:
+    return isinstance(d, int)
+
+
+def matmul_shape_problem(a: Sequence[Dim] | None, b: Sequence[Dim] | None) -> str | None:
+    """What is wrong between a MatMul's operands' shapes, where known, or None."""
+    if a is None or b is None:
+        return None
+    if not a or not b:
+        return "a scalar operand: MatMul takes tensors of rank 1 or more"
+    k_a, k_b = a[-1], (b[-2] if len(b) > 1 else b[0])
+    if _known(k_a) and _known(k_b) and k_a != k_b:
+        return (f"inner dims differ: A {tuple(a)} has {k_a} columns, B {tuple(b)} has {k_b} "
+                "rows")
+    batch_a, batch_b = a[:-2], b[:-2]
+    for x, y in zip(reversed(batch_a), reversed(batch_b)):
+        if _known(x) and _known(y) and 1 not in (x, y) and x != y:
+            return f"batch dims of A {tuple(a)} and B {tuple(b)} do not broadcast"
+    return None
+
+
+def gemm_shape_problem(a: Sequence[Dim] | None, b: Sequence[Dim] | None,
+                       c: Sequence[Dim] | None, attrs: dict[str, Any]) -> str | None:
+    """What is wrong between a Gemm's A, B and C shapes, where known, or None."""
+    if a is None or b is None:
+        return None
+    if len(a) != 2 or len(b) != 2:
+        return f"A {tuple(a)} and B {tuple(b)}: Gemm takes matrices (rank 2)"
+    ta, tb = attrs.get("transA", 0), attrs.get("transB", 0)
+    (m, k_a), (k_b, n) = (a[::-1] if ta else a), (b[::-1] if tb else b)
+    if _known(k_a) and _known(k_b) and k_a != k_b:
+        return (f"inner dims differ: A {tuple(a)}{' transposed' if ta else ''} has {k_a} "
+                f"columns, B {tuple(b)}{' transposed' if tb else ''} has {k_b} rows")
+    if c is not None:
+        if len(c) > 2:
+            return f"C {tuple(c)} does not broadcast to the {m} x {n} product"
+        for x, y in zip(reversed(c), (n, m)):
+            if _known(x) and _known(y) and x not in (1, y):
+                return f"C {tuple(c)} does not broadcast to the {m} x {n} product"
+    return None
+
+
+_BN_PARAMS = ("scale", "B", "mean", "var")
+
+
+def batch_norm_shape_problem(shapes: Sequence[Sequence[Dim] | None],
+                             attrs: dict[str, Any]) -> str | None:
+    """What is wrong between a BatchNormalization's input and its per-channel parameters
+    (per element with opset 7's ``spatial=0``: not checked)."""
+    x = shapes[0]
+    if x is None or attrs.get("spatial", 1) == 0:
+        return None
+    if len(x) < 2:
+        return f"an input of rank {len(x)}: it needs a batch and channels"
+    for name, p in zip(_BN_PARAMS, shapes[1:5]):
+        if p is None:
+            continue
+        if len(p) != 1:
+            return f"{name} of shape {tuple(p)}: one value a channel (rank 1)"
+        if _known(p[0]) and _known(x[1]) and p[0] != x[1]:
+            return f"{name} has {p[0]} values for {x[1]} channels"
+    return None
+
+
+def shape_problem(op: str, shapes: Sequence[Sequence[Dim] | None], attrs: dict[str, Any]
+                  ) -> str | None:
+    """What is wrong between an op's input shapes that ONNX's shape inference lets through
+    (it takes them as given, and a kernel would read short or past an end), or None; for the
+    ops in SHAPE_CHECKED."""
+    def at(k: int) -> Sequence[Dim] | None:
+        return shapes[k] if k < len(shapes) else None
+
+    if op in CONVS:
+        return conv_shape_problem(op, at(0), at(1), attrs.get("group", 1), at(2))
+    if op == "MatMul":
+        return matmul_shape_problem(at(0), at(1))
+    if op == "Gemm":
+        return gemm_shape_problem(at(0), at(1), at(2), attrs)
+    if op == "BatchNormalization":
+        return batch_norm_shape_problem([at(k) for k in range(5)], attrs)
+    return None
+
+
+SHAPE_CHECKED = CONVS | {"MatMul", "Gemm", "BatchNormalization"}
+
+
 def ceil_pool_types(attrs: dict[str, Any], types: Sequence[Type | None], out: list[Type]
                     ) -> list[Type]:
     """A pool's output types with ``ceil_mode`` set, spatial dims as the spec says.

@@ -33,7 +33,7 @@ from byoc.ir import (DEFAULTS, NO_ATTRS, UNKNOWN, Call, Constant, Expr, Function
                      Tuple, TupleGetItem, TupleType, Type, Var, incomplete)
 from byoc.ir.collector import collector_paused
 from byoc.op import CANONICAL_OPSET, onnx_bridge, registry, type_rules
-from byoc.op.type_rules import CEIL_POOLS, CONVS, conv_shape_problem
+from byoc.op.type_rules import CEIL_POOLS, SHAPE_CHECKED, shape_problem
 from byoc.runtime import limits
 
 from .external_data import external_array, maybe_external, prepare_external_data
@@ -517,8 +517,8 @@ class Importer:
             args.pop()
         if node.has_graph and any(isinstance(v, Function) for v in attrs.values()):
             args.extend(self._captures_for(node, attrs, scope))
-        if op in CONVS and len(args) > 1:
-            _check_conv(node.op_type, args, attrs, label)
+        if op in SHAPE_CHECKED:
+            _check_shapes(node.op_type, args, attrs, label)
         outputs = node.outputs
         while len(outputs) > 1 and not outputs[-1]:
             outputs = outputs[:-1]
@@ -728,11 +728,11 @@ def _copy_if_needed(model: onnx.ModelProto, original: Any) -> onnx.ModelProto:
     return model
 
 
-def _check_conv(op: str, args: list, attrs: Mapping[str, Any], label: str) -> None:
-    """A Conv's or ConvTranspose's channels against its weights, where both are known."""
-    x, w, b = (args[k] if k < len(args) else None for k in range(3))
-    x_shape, w_shape, b_shape = (a.type.shape if a is not None and isinstance(a.type, TensorType)
-                                 else None for a in (x, w, b))
-    problem = conv_shape_problem(op, x_shape, w_shape, attrs.get("group", 1), b_shape)
+def _check_shapes(op: str, args: list, attrs: Mapping[str, Any], label: str) -> None:
+    """An op's input shapes against each other (a Conv's channels and weights, a MatMul's
+    inner dims, ...), where they are known."""
+    shapes = [a.type.shape if a is not None and isinstance(a.type, TensorType) else None
+              for a in args]
+    problem = shape_problem(op, shapes, dict(attrs))
     if problem:
         raise ModelError(problem, label, op)

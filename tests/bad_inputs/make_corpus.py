@@ -108,6 +108,22 @@ def corpus() -> dict[str, bytes]:
             [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_6_for_2")],
             inputs=(("x", F, [1, 6, 8, 8]),), outputs=(("y", F, None),),
             inits=[numpy_helper.from_array(np.ones((8, 2, 3, 3), np.float32), "w")]),
+        # inner dims that differ, and per-channel scales of another length: let through by
+        # ONNX's shape inference (it takes them as given)
+        "matmul_inner.onnx": model(
+            [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul_5_by_4")],
+            inputs=(("x", F, [2, 5]),), outputs=(("y", F, None),),
+            inits=[numpy_helper.from_array(np.ones((4, 3), np.float32), "w")]),
+        "gemm_inner.onnx": model(
+            [helper.make_node("Gemm", ["x", "w"], ["y"], name="gemm_5_by_4", transB=1)],
+            inputs=(("x", F, [2, 5]),), outputs=(("y", F, None),),
+            inits=[numpy_helper.from_array(np.ones((3, 4), np.float32), "w")]),
+        "batchnorm_scale.onnx": model(
+            [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                              name="bn_3_for_4")],
+            inputs=(("x", F, [1, 4, 2, 2]),), outputs=(("y", F, None),),
+            inits=[numpy_helper.from_array(np.ones(n, np.float32), name)
+                   for name, n in (("s", 3), ("b", 4), ("m", 4), ("v", 4))]),
         "recursive_function.onnx": recursive_function(),
         "not_utf8.onnx": not_utf8(),
         "external_dotdot.onnx": external("../secret.bin"),

@@ -33,6 +33,12 @@ EXPECTED = {
     "zero_group_conv.onnx": "node 'conv_group_0' (Conv): ",
     "conv_channels.onnx": "node 'conv_6_for_2' (Conv): input has 6 channels, its weights "
                           "(8, 2, 3, 3) take 2 x group 1 = 2",
+    "matmul_inner.onnx": "node 'matmul_5_by_4' (MatMul): inner dims differ: A (2, 5) has 5 "
+                         "columns, B (4, 3) has 4 rows",
+    "gemm_inner.onnx": "node 'gemm_5_by_4' (Gemm): inner dims differ: A (2, 5) has 5 columns, "
+                       "B (3, 4) transposed has 4 rows",
+    "batchnorm_scale.onnx": "node 'bn_3_for_4' (BatchNormalization): scale has 3 values for 4 "
+                            "channels",
     "recursive_function.onnx": "Model-local functions must not be recursive",
     "not_utf8.onnx": "a node name is not valid UTF-8: b'\\xff\\xfe",
     "external_dotdot.onnx": "tensor 'w': external data location '../secret.bin' points outside",

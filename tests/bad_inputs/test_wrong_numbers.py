@@ -470,3 +470,38 @@ def test_a_conv_bias_of_the_wrong_length_is_an_error_naming_the_node(backend):
                                         "\\(3,\\) for 8 output channels"):
         exe.run({"x": x, "b": np.ones(3, np.float32)})
 
+
+
+# -- a MatMul's inner dims and a BatchNormalization's scales, known only at run time ----------
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("host", "ccompiler", "native")])
+def test_a_matmul_fed_inner_dims_that_differ_is_an_error_naming_the_node(backend):
+    """x's last dim symbolic (so the import cannot know) against weights of 4 rows: one line
+    saying which dims differ, not numpy's gufunc signature."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w")
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm_k")],
+                       [("x", FLOAT, [2, "k"])], [("y", FLOAT, None)], [w])
+    exe = _build(model, backend)
+    assert exe.run({"x": np.ones((2, 4), np.float32)})["y"].tolist() == [[18, 22, 26]] * 2
+    with pytest.raises(ByocError, match="node 'mm_k' \\(MatMul\\): (ValueError: )?inner dims "
+                                        "differ: A \\(2, 5\\) has 5 columns, B \\(4, 3\\) has 4"):
+        exe.run({"x": np.ones((2, 5), np.float32)})
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("host", "ccompiler", "native")])
+def test_batch_norm_scales_of_the_wrong_length_are_an_error_naming_the_node(backend):
+    """3 scales for 4 channels, the scales a graph input of symbolic length (native folds a
+    BN's constants into the conv before it: here they are not constant)."""
+    consts = [numpy_helper.from_array(np.full(4, v, np.float32), n)
+              for n, v in (("b", 1.0), ("m", 0.0), ("v", 1.0))]
+    model = make_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                                         name="bn_s", epsilon=0.0)],
+                       [("x", FLOAT, [1, 4, 2, 2]), ("s", FLOAT, ["c"])], [("y", FLOAT, None)],
+                       consts)
+    exe = _build(model, backend)
+    x = np.ones((1, 4, 2, 2), np.float32)
+    assert exe.run({"x": x, "s": np.full(4, 2.0, np.float32)})["y"].ravel().tolist() == [3.0] * 16
+    with pytest.raises(ByocError, match="node 'bn_s' \\(BatchNormalization\\): (ValueError: )?"
+                                        "scale has 3 values for 4 channels"):
+        exe.run({"x": x, "s": np.ones(3, np.float32)})

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..type_rules import batch_norm_shape_problem, gemm_shape_problem, matmul_shape_problem
 from ._registry import arg, hold_blas, kernel, norm_axis, np_dtype, via_float32
 
 
@@ -29,8 +30,12 @@ def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
 @via_float32
 def matmul(attrs: dict, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
     """numpy.matmul semantics (batched, 1-D promotion)."""
-    hold_blas(attrs, _product(a, b))
-    return (np.matmul(a, b),)
+    try:
+        hold_blas(attrs, _product(a, b))
+        return (np.matmul(a, b),)
+    except (ValueError, IndexError):  # numpy's words for it, only if ours have none
+        raise ValueError(matmul_shape_problem(a.shape, b.shape) or "cannot multiply "
+                         f"{a.shape} by {b.shape}") from None
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> int:
@@ -44,6 +49,9 @@ def _product(a: np.ndarray, b: np.ndarray) -> int:
 def gemm(attrs: dict, a: np.ndarray, b: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N)."""
     c = arg(rest, 0)
+    problem = gemm_shape_problem(a.shape, b.shape, None if c is None else c.shape, attrs)
+    if problem:
+        raise ValueError(problem)
     if attrs.get("transA", 0):
         a = a.T
     if attrs.get("transB", 0):
@@ -70,6 +78,10 @@ def batch_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray, bias: np.
                         mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Inference: normalize with the running stats. training_mode=1: batch stats, and also
     return the updated running mean and variance."""
+    problem = batch_norm_shape_problem([x.shape, scale.shape, bias.shape, mean.shape, var.shape],
+                                       attrs)
+    if problem:
+        raise ValueError(problem)
     eps = attrs.get("epsilon", 1e-5)
     shape = _channel_shape(x)
     if not attrs.get("training_mode", 0):
