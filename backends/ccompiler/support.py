@@ -175,6 +175,8 @@ RULES: dict[str, Rule] = {
     "Expand": Rule(DATA, static=(1,)),
     "Shape": Rule(DATA, outputs=frozenset({"int64"})),
     "ConstantOfShape": Rule(DATA, static=(0,)),
+    "Pad": Rule(DATA, static=(1, 2, 3), inputs=((1, INDEX), (3, INDEX)),
+                check=_attr("mode", {"constant", "reflect", "edge", "wrap"}, "constant")),
 }
 
 

@@ -30,7 +30,7 @@ from byoc.op.kernels.tensor import shape as shape_kernel
 # Ops that shape arithmetic is made of (all with host kernels, so that they fold).
 SHAPE_OPS = frozenset("""Shape Gather Unsqueeze Squeeze Concat Cast Add Sub Mul Div Slice Reshape
 Equal Less Greater Where Identity Range ConstantOfShape Expand ReduceProd Max Min Neg Abs Not
-Flatten""".split())
+Flatten Transpose""".split())
 MAX_SHAPE_VALUES = 64  # elements: a shape value is a handful of dims
 _ROUNDS = 16  # Shape -> fold rounds at most (each one can type the next values)
 

@@ -388,6 +388,28 @@ def test_slice():
           case("Slice", x, const_i64(3), const_i64(3), const_i64(0)))
 
 
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad(mode):
+    """Every mode: pads on some axes, negative pads (cropped first, then padded, as
+    onnxruntime does), named axes, a constant value, pads past a dim, integer and bool data;
+    bits equal to onnxruntime's."""
+    x = f32(2, 3, 5, 7)
+    cases = [case("Pad", x, const_i64(0, 0, 1, 2, 0, 0, 3, 1), mode=mode),
+             case("Pad", f32(3, 64), const_i64(0, 16, 0, 16), mode=mode),
+             case("Pad", f32(4, 6, 9), const_i64(0, -1, 2, 0, 1, -2), mode=mode),
+             case("Pad", f32(2, 5, 6), const_i64(1, 2, 3, 1), None, const_i64(1, -1), mode=mode),
+             case("Pad", i64(7), const_i64(3, 2), mode=mode),
+             # past a dim (onnxruntime refuses that for reflect: up to the dim's last element)
+             case("Pad", f32(3, 4), const_i64(2, 3, 2, 3) if mode == "reflect" else
+                  const_i64(3, 5, 2, 7), mode=mode)]
+    if mode == "constant":
+        cases += [case("Pad", x, const_i64(0, 0, 1, 1, 0, 0, 1, 1), Init(np.float32(1.5))),
+                  case("Pad", RNG.random((3, 4)) > 0.5, const_i64(1, 1, 1, 1),
+                       Init(np.array(True))),
+                  case("Pad", i64(2, 3), const_i64(0, 1, 0, 1), Init(np.int64(-9)))]
+    check(*cases)
+
+
 def test_gather_expand_shape_fill():
     data = f32(5, 4, 3)
     check(case("Gather", data, const_i64(0, 4, -1, 2)),

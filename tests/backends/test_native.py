@@ -191,6 +191,33 @@ def test_shapes_computed_in_the_graph_become_constants():
     assert len(region.specializations) == 2
 
 
+def test_pads_computed_from_constants_through_a_transpose_are_taken():
+    """An exported STFT's reflect Pad (silero VAD): its pads come from constants through
+    ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast, none folded at import; native
+    takes the Pad and folds the pads when the region is specialized, for each input width."""
+    x = op.var("x", ("n", "t"))
+    zeros = op.ConstantOfShape(op.const(np.array([2], np.int64)), value=np.zeros(1, np.int64))
+    pairs = op.Reshape(op.Concat(op.const(np.array([3, 2], np.int64)), zeros, axis=0),
+                       op.const(np.array([2, 2], np.int64)))
+    pads = op.Cast(op.Reshape(op.Transpose(op.Slice(pairs, op.const(np.array([-1], np.int64)),
+                                                    op.const(np.array([-3], np.int64)),
+                                                    op.const(np.array([0], np.int64)),
+                                                    op.const(np.array([-1], np.int64))),
+                                           perm=[1, 0]),
+                              op.const(np.array([-1], np.int64))), to=7)
+    y = op.Pad(op.Add(x, op.const(np.float32(1.0))), pads, mode="reflect")
+    mod = IRModule({"main": Function((x,), y, {"output_names": ["out"]})})
+    part = byoc.partition(mod, backends=["native"])
+    assert byoc.explain(part) == {}  # nothing left on the host
+    exe, host = byoc.build(part), byoc.build(mod)
+    rng = np.random.default_rng(9)
+    for shape in ((3, 16), (2, 40)):
+        feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+        got, ref = exe.run(feeds)["out"], host.run(feeds)["out"]
+        assert got.shape == ref.shape == (shape[0], shape[1] + 5)
+        np.testing.assert_array_equal(got, ref)
+
+
 def test_nan_and_inf_pass_through_fused_kernels():
     x = op.var("x", (8,))
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 100.0], np.float32)

@@ -155,6 +155,85 @@ def emit_constant_of_shape(ctx: Emit, call: Call, ins: list[Tensor | None],
     ctx.src.line(f"for (long i = 0; i < {out.size}; i++) {out.ptr}[i] = {lit};")
 
 
+def _pad_index(mode: str, i: str, begin: int, end: int, dim: int) -> str:
+    """C expression of the input index ONNX Pad reads for output index ``i`` along a dim of
+    ``dim`` padded by ``begin`` and ``end`` (negative: cropped first, then padded, as
+    onnxruntime does), or -1 where the constant goes."""
+    lo = max(0, -begin)
+    n = dim - lo - max(0, -end)  # the dim once cropped
+    j = f"({i} - {max(begin, 0)})"  # the index into it
+    if mode == "constant":
+        return f"({j} >= 0 && {j} < {n} ? {lo} + {j} : -1)"
+    if mode == "edge":
+        return f"({lo} + ({j} < 0 ? 0 : {j} >= {n} ? {n - 1} : {j}))"
+    if mode == "wrap":
+        return f"({lo} + (({j} % {n}) + {n}) % {n})"
+    if n == 1:  # reflect: numpy's, mirrored about the first and last element, repeatedly
+        return f"{lo}"
+    p = 2 * (n - 1)
+    return (f"({lo} + ({{ const long m_ = {j} % {p} + ({j} % {p} < 0 ? {p} : 0); "
+            f"m_ < {n} ? m_ : {p} - m_; }}))")
+
+
+def pad_plan(call: Call, ins: list[Tensor | None], rank: int
+             ) -> tuple[list[int], list[int], str]:
+    """Per dim of the input: elements added before and after it (negative: removed); the
+    mode."""
+    def value(k: int) -> list[int] | None:
+        t = ins[k] if k < len(ins) else None
+        return None if t is None or t.value is None else \
+            [int(v) for v in np.asarray(t.value).reshape(-1)]
+
+    pads = value(1) or []
+    axes = value(3)
+    axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise Unsupported(f"Pad with {len(pads)} pads for {len(axes)} axes")
+    begin, end = [0] * rank, [0] * rank
+    for k, a in enumerate(axes):
+        begin[a], end[a] = pads[k], pads[len(axes) + k]
+    return begin, end, str(call.attrs.get("mode", "constant"))
+
+
+def emit_pad(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    """Each output row from its input row (or the constant), index by index through the
+    mode's mapping; rows of the outer dims on the pool when big."""
+    x, out = ins[0], outs[0]
+    assert x is not None
+    begin, end, mode = pad_plan(call, ins, x.rank)
+    if out.size == 0:
+        return
+    cropped = [d - max(0, -b) - max(0, -e) for d, b, e in zip(x.shape, begin, end)]
+    if mode != "constant" and min(cropped, default=1) <= 0:
+        raise Unsupported(f"Pad mode {mode!r} of an empty input")
+    fill = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    value = np.asarray(fill.value).reshape(-1) if fill is not None else np.zeros(1)
+    lit = literal((value[0] if value.size else np.zeros(1)[0]).item(), out.dtype)
+    src = ctx.src
+    if x.rank == 0:
+        src.line(f"{out.ptr}[0] = {x.ptr}[0];")
+        return
+    rank, last = x.rank, x.rank - 1
+    outer = out.shape[:last]
+    rows = int(np.prod(outer, dtype=np.int64))
+    with ctx.parallel("r", rows, out.size):
+        src.line("long q = r;")
+        at = []
+        for k in reversed(range(last)):
+            src.line(f"const long i{k} = q % {out.shape[k]}; q /= {out.shape[k]};")
+            src.line(f"const long j{k} = {_pad_index(mode, f'i{k}', begin[k], end[k], x.shape[k])};")
+            at.append(f"j{k} * {x.strides[k]}")
+        src.line(f"{out.ctype} *restrict dst = {out.ptr} + r * {out.shape[last]};")
+        inside = " && ".join(f"j{k} >= 0" for k in range(last)) or "1"
+        with src.block(f"if (!({inside}))"):
+            src.line(f"for (long i = 0; i < {out.shape[last]}; i++) dst[i] = {lit};")
+            src.line("continue;")
+        src.line(f"const {x.ctype} *restrict row = {x.ptr} + {' + '.join(at) or '0'};")
+        with src.block(f"for (long i = 0; i < {out.shape[last]}; i++)"):
+            src.line(f"const long j = {_pad_index(mode, 'i', begin[last], end[last], x.shape[last])};")
+            src.line(f"dst[i] = j < 0 ? {lit} : row[j];")
+
+
 EMITTERS = {
     **{op: emit_copy_like for op in VIEW_OPS},
     "Transpose": emit_transpose,
@@ -165,4 +244,5 @@ EMITTERS = {
     "Expand": emit_expand,
     "Shape": emit_shape,
     "ConstantOfShape": emit_constant_of_shape,
+    "Pad": emit_pad,
 }
