@@ -213,7 +213,7 @@ def emit_pad(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]
     if x.rank == 0:
         src.line(f"{out.ptr}[0] = {x.ptr}[0];")
         return
-    rank, last = x.rank, x.rank - 1
+    last = x.rank - 1
     outer = out.shape[:last]
     rows = int(np.prod(outer, dtype=np.int64))
     with ctx.parallel("r", rows, out.size):
