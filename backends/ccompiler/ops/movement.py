@@ -204,7 +204,9 @@ def emit_pad(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]
     if out.size == 0:
         return
     cropped = [d - max(0, -b) - max(0, -e) for d, b, e in zip(x.shape, begin, end)]
-    if mode != "constant" and min(cropped, default=1) <= 0:
+    if min(cropped, default=1) < 0:
+        raise Unsupported(f"Pad crops more than a dim holds (pads {begin} and {end})")
+    if mode != "constant" and min(cropped, default=1) == 0:
         raise Unsupported(f"Pad mode {mode!r} of an empty input")
     fill = ins[2] if len(ins) > 2 and ins[2] is not None else None
     value = np.asarray(fill.value).reshape(-1) if fill is not None else np.zeros(1)
@@ -229,9 +231,16 @@ def emit_pad(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]
             src.line(f"for (long i = 0; i < {out.shape[last]}; i++) dst[i] = {lit};")
             src.line("continue;")
         src.line(f"const {x.ctype} *restrict row = {x.ptr} + {' + '.join(at) or '0'};")
-        with src.block(f"for (long i = 0; i < {out.shape[last]}; i++)"):
-            src.line(f"const long j = {_pad_index(mode, 'i', begin[last], end[last], x.shape[last])};")
-            src.line(f"dst[i] = j < 0 ? {lit} : row[j];")
+        # the row's inside is a copy; only its padded ends go through the mapping
+        b, e, n = max(begin[last], 0), max(end[last], 0), cropped[last]
+        j = _pad_index(mode, "i", begin[last], end[last], x.shape[last])
+        for lo, hi in ((0, b), (b + n, b + n + e)):
+            if hi > lo:
+                with src.block(f"for (long i = {lo}; i < {hi}; i++)"):
+                    src.line(f"const long j = {j};")
+                    src.line(f"dst[i] = j < 0 ? {lit} : row[j];")
+        if n > 0:
+            src.line(f"memcpy(dst + {b}, row + {max(0, -begin[last])}, {n} * sizeof({x.ctype}));")
 
 
 EMITTERS = {
