@@ -196,8 +196,8 @@ def pad_plan(call: Call, ins: list[Tensor | None], rank: int
 
 
 def emit_pad(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]) -> None:
-    """Each output row from its input row (or the constant), index by index through the
-    mode's mapping; rows of the outer dims on the pool when big."""
+    """Each output row from its input row (or the constant): the row's inside one memcpy,
+    its padded ends index by index through the mode's mapping; rows on the pool when big."""
     x, out = ins[0], outs[0]
     assert x is not None
     begin, end, mode = pad_plan(call, ins, x.rank)
@@ -209,8 +209,8 @@ def emit_pad(ctx: Emit, call: Call, ins: list[Tensor | None], outs: list[Tensor]
     if mode != "constant" and min(cropped, default=1) == 0:
         raise Unsupported(f"Pad mode {mode!r} of an empty input")
     fill = ins[2] if len(ins) > 2 and ins[2] is not None else None
-    value = np.asarray(fill.value).reshape(-1) if fill is not None else np.zeros(1)
-    lit = literal((value[0] if value.size else np.zeros(1)[0]).item(), out.dtype)
+    value = np.asarray(fill.value).reshape(-1) if fill is not None else np.zeros(0)
+    lit = literal(value[0].item() if value.size else 0, out.dtype)
     src = ctx.src
     if x.rank == 0:
         src.line(f"{out.ptr}[0] = {x.ptr}[0];")

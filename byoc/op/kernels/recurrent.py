@@ -222,7 +222,7 @@ def rnn(attrs: dict, x: np.ndarray, *inputs):
     for d in range(dirs):
         (f,) = acts[d]
         xw = _projection(attrs, x, w[d], b[d, :hidden] + b[d, hidden:], hidden)
-        rt = r[d].T  # BLAS reads it transposed: no copy (a 256 KB one had cost 100 us a call)
+        rt = r[d].T  # read transposed by BLAS, not copied
         h = h0[d] if h0 is not None else np.zeros((batch, hidden), x.dtype)
         y = np.zeros((seq, batch, hidden), x.dtype)
         for t in _step_order(direction, d, seq):
