@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..type_rules import batch_norm_shape_problem, gemm_shape_problem, matmul_shape_problem
+from ..type_rules import matmul_shape_problem, shape_problem
 from ._registry import arg, hold_blas, kernel, norm_axis, np_dtype, via_float32
 
 
@@ -49,7 +49,7 @@ def _product(a: np.ndarray, b: np.ndarray) -> int:
 def gemm(attrs: dict, a: np.ndarray, b: np.ndarray, *rest: np.ndarray | None) -> tuple:
     """alpha * op(A) @ op(B) + beta * C, C broadcast to (M, N)."""
     c = arg(rest, 0)
-    problem = gemm_shape_problem(a.shape, b.shape, None if c is None else c.shape, attrs)
+    problem = shape_problem("Gemm", [a.shape, b.shape, None if c is None else c.shape], attrs)
     if problem:
         raise ValueError(problem)
     if attrs.get("transA", 0):
@@ -78,8 +78,8 @@ def batch_normalization(attrs: dict, x: np.ndarray, scale: np.ndarray, bias: np.
                         mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Inference: normalize with the running stats. training_mode=1: batch stats, and also
     return the updated running mean and variance."""
-    problem = batch_norm_shape_problem([x.shape, scale.shape, bias.shape, mean.shape, var.shape],
-                                       attrs)
+    problem = shape_problem("BatchNormalization",
+                            [x.shape, scale.shape, bias.shape, mean.shape, var.shape], attrs)
     if problem:
         raise ValueError(problem)
     eps = attrs.get("epsilon", 1e-5)
