@@ -1006,96 +1006,93 @@ void byoc_conv_1x1_maps(const float *x, const float *bt, const float *bias, floa
    the same order as the GEMM's, in KC blocks; rows of output go to tasks (the same numbers at
    any thread count); a finished output row gets the bias and the epilogue. */
 #define BYOC_DC_ROWS 8  /* output rows a block (1 -> 8: a stem 351 -> 310 us) */
-/* Images whose planes are filled together and whose rows go to tasks together: as many as
-   make BYOC_DC_BATCH_WORK multiply-adds (a 2-image stem of 0.5M each had run on one thread,
-   each image below the pool's threshold); direct_conv_images in runtime_c.py is the same. */
-#define BYOC_DC_BATCH_WORK (16 * BYOC_PAR_WORK)
 typedef struct {
-    const float *planes, *wp, *bias;
+    const float *x, *wp, *bias;
     const long *off;
     float *y;
-    long M, K, OH, OW, SH, RS, mpad, plane, ymap;  /* plane, ymap: one image's floats */
+    long C, H, W, M, K, OH, OW, SH, SW, PL, PH, PW, HB, KH, DH, mpad;
     const byoc_epi *epi;
 } byoc_dc_job;
 
-/* Output rows oh0..oh1 of image i. */
-static void byoc_dc_image_rows(const byoc_dc_job *j, long i, long oh0, long oh1) {
-    const long M = j->M, K = j->K, OW = j->OW, ohw = j->OH * OW;
-    const float *planes = j->planes + i * j->plane;
-    float *y = j->y + i * j->ymap;
+/* Output rows oh0..oh1 (a block) of image i: their input rows copied into this thread's
+   planes (HB padded rows a channel), then every channel's outputs from them. */
+static void byoc_dc_block(const byoc_dc_job *j, float *planes, long i, long oh0, long oh1) {
+    const long M = j->M, K = j->K, OW = j->OW, ohw = j->OH * OW, RS = j->SW * j->PL;
+    const long rows = (oh1 - oh0 - 1) * j->SH + (j->KH - 1) * j->DH + 1;
+    const byoc_planes_job p = {j->x + i * j->C * j->H * j->W, planes, j->H, j->W, j->HB, j->SW,
+                               j->PL, j->PH - oh0 * j->SH, j->PW};
+    for (long c = 0; c < j->C; c++) byoc_fill_rows((void *)&p, c * j->HB, c * j->HB + rows);
+    float *y = j->y + i * M * ohw;
     for (long pc = 0; pc < K; pc += BYOC_KC) {
         long kc = K - pc < BYOC_KC ? K - pc : BYOC_KC;
         for (long ic = 0; ic < M; ic += BYOC_MC) {
             long mc = M - ic < BYOC_MC ? M - ic : BYOC_MC;
             const float *a = j->wp + pc * j->mpad + ic * kc;
-            for (long b0 = oh0; b0 < oh1; b0 += BYOC_DC_ROWS) {
-                const long b1 = b0 + BYOC_DC_ROWS < oh1 ? b0 + BYOC_DC_ROWS : oh1;
-                /* a panel of MR channels down a few rows, then the next: MR output streams
-                   at a time, each written in order (a panel along one row, then the next
-                   panel, had kept every channel's stream open at once: 64 for a stem) */
-                for (long ir = 0; ir < mc; ir += BYOC_MR) {
-                    long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
-                    for (long oh = b0; oh < b1; oh++) {
-                        const float *row = planes + oh * j->SH * j->RS;
-                        if (m < BYOC_MR) {  /* the last channels: only their rows' FMAs (a
-                                               16-channel stem's 4 had cost as much as 6) */
-                            byoc_ukernel_rows(kc, a + ir * kc, row, j->off + pc,
-                                              y + (ic + ir) * ohw + oh * OW, ohw, m, OW, pc > 0,
-                                              pc == 0 && j->bias ? j->bias + ic + ir : 0);
-                            continue;
-                        }
-                        for (long ow = 0; ow < OW; ow += BYOC_NR) {
-                            long n = OW - ow < BYOC_NR ? OW - ow : BYOC_NR;
-                            byoc_ukernel(kc, a + ir * kc, row + ow, j->off + pc,
-                                         y + (ic + ir) * ohw + oh * OW + ow, ohw, m, n,
-                                         pc > 0, pc == 0 && j->bias ? j->bias + ic + ir : 0);
-                        }
+            /* a panel of MR channels down the block's rows, then the next: MR output streams
+               at a time, each written in order (a panel along one row, then the next panel,
+               had kept every channel's stream open at once: 64 for a stem) */
+            for (long ir = 0; ir < mc; ir += BYOC_MR) {
+                long m = mc - ir < BYOC_MR ? mc - ir : BYOC_MR;
+                for (long oh = oh0; oh < oh1; oh++) {
+                    const float *row = planes + (oh - oh0) * j->SH * RS;
+                    if (m < BYOC_MR) {  /* the last channels: only their rows' FMAs (a
+                                           16-channel stem's 4 had cost as much as 6) */
+                        byoc_ukernel_rows(kc, a + ir * kc, row, j->off + pc,
+                                          y + (ic + ir) * ohw + oh * OW, ohw, m, OW, pc > 0,
+                                          pc == 0 && j->bias ? j->bias + ic + ir : 0);
+                        continue;
                     }
-                    /* the panel's finished rows get the epilogue while in L1 (after all of a
-                       block's channels, 250 KB for a stem, they had left it) */
-                    if (pc + kc == K && j->epi)
-                        j->epi->fn(y + (ic + ir) * ohw + b0 * OW, ohw, ic + ir, m,
-                                   (b1 - b0) * OW, j->epi->ctx);
+                    for (long ow = 0; ow < OW; ow += BYOC_NR) {
+                        long n = OW - ow < BYOC_NR ? OW - ow : BYOC_NR;
+                        byoc_ukernel(kc, a + ir * kc, row + ow, j->off + pc,
+                                     y + (ic + ir) * ohw + oh * OW + ow, ohw, m, n, pc > 0,
+                                     pc == 0 && j->bias ? j->bias + ic + ir : 0);
+                    }
                 }
+                /* the panel's finished rows get the epilogue while in L1 (after all of a
+                   block's channels, 250 KB for a stem, they had left it) */
+                if (pc + kc == K && j->epi)
+                    j->epi->fn(y + (ic + ir) * ohw + oh0 * OW, ohw, ic + ir, m,
+                               (oh1 - oh0) * OW, j->epi->ctx);
             }
         }
     }
 }
 
-/* Rows r0..r1 of the batch's images' output rows, one after another. */
+/* Rows r0..r1 of the images' output rows, one after another, in blocks of BYOC_DC_ROWS. */
 static void byoc_dc_rows(void *ctx, long r0, long r1) {
     const byoc_dc_job *j = (const byoc_dc_job *)ctx;
+    float *planes = (float *)byoc_task_scratch(4 * j->C * j->HB * j->SW * j->PL);
     while (r0 < r1) {
         const long i = r0 / j->OH, oh0 = r0 % j->OH;
-        const long oh1 = oh0 + (r1 - r0) < j->OH ? oh0 + (r1 - r0) : j->OH;
-        byoc_dc_image_rows(j, i, oh0, oh1);
+        long oh1 = oh0 + (r1 - r0) < j->OH ? oh0 + (r1 - r0) : j->OH;
+        oh1 = oh1 - oh0 > BYOC_DC_ROWS ? oh0 + BYOC_DC_ROWS : oh1;
+        byoc_dc_block(j, planes, i, oh0, oh1);
         r0 += oh1 - oh0;
     }
 }
 
-/* y = conv(x, w) + bias over NCHW, one group, from wp (pack_a of w) as above. ws:
-   direct_conv_scratch floats (runtime_c.py): a batch's planes, then the taps' offsets. */
+/* y = conv(x, w) + bias over NCHW, one group, from wp (pack_a of w) as above. Each block of
+   output rows fills its own planes (its input rows, a few more than SH per output row) on
+   the thread that computes it, read back while in L1 or L2: a whole image's planes, filled
+   first, had been read back from L3 or memory. ws: direct_conv_scratch floats (runtime_c.py):
+   the taps' offsets. */
 void byoc_conv_direct(const float *x, const float *wp, const float *bias, float *y,
                       long N, long C, long H, long W, long M, long OH, long OW, long KH,
                       long KW, long SH, long SW, long PH, long PW, long DH, long DW, float *ws,
                       const byoc_epi *epi) {
-    const long HP = (OH - 1) * SH + (KH - 1) * DH + 1;
-    const long PL = OW + (KW - 1) * DW / SW + BYOC_NR, RS = SW * PL, K = C * KH * KW;
-    const double work = (double)M * K * OH * OW;  /* an image's multiply-adds */
-    long nb = (long)(BYOC_DC_BATCH_WORK / (work > 1 ? work : 1));
-    nb = nb < 1 ? 1 : nb > N ? N : nb;
-    float *planes = ws;
-    long *off = (long *)(ws + (nb * C * HP * RS + 15) / 16 * 16);
-    byoc_tap_offsets(off, C, KH, KW, HP, SW, PL, DH, DW);
-    for (long n = 0; n < N; n += nb) {
-        const long b = N - n < nb ? N - n : nb;
-        byoc_fill_planes(x + n * C * H * W, planes, b * C, H, W, HP, SW, PL, PH, PW);
-        byoc_dc_job j = {planes, wp, bias, off, y + n * M * OH * OW, M, K, OH, OW, SH, RS,
-                         (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, C * HP * RS, M * OH * OW, epi};
-        /* (half the GEMM's threshold: a 2-image stem of 1M ran 0.6x on two threads) */
-        if (work * b >= (double)BYOC_PAR_WORK * 2) byoc_parallel(b * OH, byoc_dc_rows, &j);
-        else byoc_dc_rows(&j, 0, b * OH);
-    }
+    const long rows = OH < BYOC_DC_ROWS ? OH : BYOC_DC_ROWS;
+    const long HB = (rows - 1) * SH + (KH - 1) * DH + 1;
+    const long PL = OW + (KW - 1) * DW / SW + BYOC_NR, K = C * KH * KW;
+    long *off = (long *)ws;
+    byoc_tap_offsets(off, C, KH, KW, HB, SW, PL, DH, DW);
+    byoc_dc_job j = {x, wp, bias, off, y, C, H, W, M, K, OH, OW, SH, SW, PL, PH, PW, HB, KH, DH,
+                     (M + BYOC_MR - 1) / BYOC_MR * BYOC_MR, epi};
+    /* the rows of all images in one call, so that small images use the threads; (half the
+       GEMM's threshold: a 2-image stem of 1M ran 0.6x on two threads) */
+    if ((double)M * K * OH * OW * N >= (double)BYOC_PAR_WORK * 2)
+        byoc_parallel(N * OH, byoc_dc_rows, &j);
+    else byoc_dc_rows(&j, 0, N * OH);
 }
 
 /* A stride-1 conv on a small map, read from its input in place as one long row: the input's
@@ -1988,23 +1985,11 @@ def conv_scratch(dims: list[int], groups: int) -> int:
     return offsets + (cg * hp * sw * pl + 2 * NR + 15) // 16 * 16 + gemm
 
 
-DC_BATCH_WORK = 16 * 262144  # BYOC_DC_BATCH_WORK
-
-
-def direct_conv_images(dims: list[int]) -> int:
-    """Images byoc_conv_direct fills and runs together (as it works them out)."""
-    n, c, _, _, m, oh, ow, kh, kw = dims[:9]
-    work = float(m) * c * kh * kw * oh * ow
-    return min(n, max(1, int(DC_BATCH_WORK / max(work, 1.0))))
-
-
 def direct_conv_scratch(dims: list[int]) -> int:
-    """Floats of scratch byoc_conv_direct needs: a batch's phase planes, then one long per
-    tap (as it lays them out)."""
-    _, c, _, _, _, oh, ow, kh, kw, sh, sw, _, _, dh, dw = dims
-    hp = (oh - 1) * sh + (kh - 1) * dh + 1
-    rs = sw * (ow + (kw - 1) * dw // sw + NR)
-    return (direct_conv_images(dims) * c * hp * rs + 15) // 16 * 16 + 2 * c * kh * kw
+    """Floats of scratch byoc_conv_direct needs: one long per tap (its blocks' planes are each
+    thread's own)."""
+    c, kh, kw = dims[1], dims[7], dims[8]
+    return 2 * c * kh * kw
 
 
 def flat_conv_scratch(dims: list[int]) -> int:
