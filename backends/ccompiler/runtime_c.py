@@ -1175,7 +1175,9 @@ typedef struct {
     const float *planes, *wl, *bias;
     const long *off;
     float *y;
-    long M, K, OH, OW, SH, SW, RS, panels, bpos, row;  /* row: y's first channel in the image */
+    long M, K, OH, OW, SH, SW, RS, panels, blocks, bpos, row;  /* bpos: a block's most
+                                                                  positions; row: y's first
+                                                                  channel in the image */
     const byoc_epi *epi;
 } byoc_lanes_job;
 
@@ -1234,18 +1236,19 @@ static void byoc_lanes_tile(long kc, const float *restrict wl, const float *rest
 static inline void byoc_lanes_unit(const byoc_lanes_job *j, long u, long *m0, long *q0,
                                    long *q1) {
     const long ohw = j->OH * j->OW;
+    const long b = u / j->panels;  /* blocks of sizes that differ by one at most */
     *m0 = u % j->panels * BYOC_NR;
-    *q0 = u / j->panels * j->bpos;
-    *q1 = *q0 + j->bpos < ohw ? *q0 + j->bpos : ohw;
+    *q0 = b * ohw / j->blocks;
+    *q1 = (b + 1) * ohw / j->blocks;
 }
 
-/* Tasks u0..u1: unit u = (block of bpos positions, panel of NR channels), the panels of a
+/* Units u0..u1: unit u = (block of positions, panel of NR channels), the panels of a
    block side by side. A few units at a time go through all K in KC blocks, each block of
    taps (of the positions of a block or two) read by all of them while in cache
    (a 512 -> 512 3x3 onto 7x7 had read each panel's 295 KB of weights and the whole input
    for every tile: 1.4x the GEMM); their sums wait in scratch between blocks (the same
    chain: stored and reloaded exactly). */
-static void byoc_lanes_tasks(void *ctx, long u0, long u1) {
+static void byoc_lanes_units(void *ctx, long u0, long u1) {
     const byoc_lanes_job *j = (const byoc_lanes_job *)ctx;
     const long K = j->K, OW = j->OW, ohw = j->OH * OW, bt = j->bpos * BYOC_NR;  /* a unit's sums */
     float *sums = (float *)byoc_task_scratch(4 * BYOC_LANES_UNITS * bt);
@@ -1293,6 +1296,31 @@ static void byoc_lanes_tasks(void *ctx, long u0, long u1) {
     }
 }
 
+/* On the pool the units go as BYOC_LANES_TASKS tasks a thread, each a run of units (of one
+   block or two, so that its units share their input blocks), equal where the units divide:
+   the blocks are made as many as that takes, up to blocks of two tiles. The pool's own cut of
+   the units (at most four ranges a thread) had made 10 units 5 ranges of 2, 6 units on one
+   thread and 4 on the other, and re-read a block's input for every 2 units. */
+#define BYOC_LANES_TASKS 2
+static long byoc_lanes_blocks(long panels, long ohw, long tasks) {
+    const long first = (ohw + BYOC_LANES_BLOCK - 1) / BYOC_LANES_BLOCK;
+    const long most = ohw / (2 * BYOC_LP) > first ? ohw / (2 * BYOC_LP) : first;
+    for (long b = first; b <= most; b++)
+        if (panels * b % tasks == 0) return b;
+    return first;
+}
+
+typedef struct {
+    const byoc_lanes_job *j;
+    long units, tasks;
+} byoc_lanes_cut;
+
+static void byoc_lanes_task(void *ctx, long t0, long t1) {
+    const byoc_lanes_cut *c = (const byoc_lanes_cut *)ctx;
+    for (long t = t0; t < t1; t++)
+        byoc_lanes_units((void *)c->j, t * c->units / c->tasks, (t + 1) * c->units / c->tasks);
+}
+
 /* y = conv(x, w) + bias over NCHW, groups G, from wl (pack_lanes of w). ws:
    lanes_conv_scratch floats (runtime_c.py): a group's planes, then the taps' offsets. */
 void byoc_conv_lanes(const float *x, const float *wl, const float *bias, float *y,
@@ -1309,25 +1337,21 @@ void byoc_conv_lanes(const float *x, const float *wl, const float *bias, float *
     long *off = (long *)(ws + (in_place ? 0 : (cg * HP * RS + 15) / 16 * 16));
     if (in_place) HP = H, RS = W;
     byoc_tap_offsets(off, cg, KH, KW, HP, 1, RS, DH, DW);
-    /* blocks of positions: a few per task on the pool, whole tiles each */
     const int par = (double)mg * K * ohw >= (double)BYOC_PAR_WORK * 4 && byoc_threads() > 1;
-    long blocks = (ohw + BYOC_LANES_BLOCK - 1) / BYOC_LANES_BLOCK;
-    if (par && panels * blocks < 4L * byoc_threads()) {
-        const long want = (4L * byoc_threads() + panels - 1) / panels;
-        const long most = (ohw + BYOC_LP - 1) / BYOC_LP;
-        blocks = want < most ? want : most;
-    }
-    const long bpos = ((ohw + blocks - 1) / blocks + BYOC_LP - 1) / BYOC_LP * BYOC_LP;
-    blocks = (ohw + bpos - 1) / bpos;
+    const long tasks = BYOC_LANES_TASKS * byoc_threads();
+    const long blocks = par ? byoc_lanes_blocks(panels, ohw, tasks)
+                            : (ohw + BYOC_LANES_BLOCK - 1) / BYOC_LANES_BLOCK;
+    const long units = panels * blocks, bpos = (ohw + blocks - 1) / blocks;
     for (long n = 0; n < N; n++)
         for (long g = 0; g < G; g++) {
             const float *xg = x + (n * C + g * cg) * H * W;
             if (!in_place) byoc_fill_planes(xg, planes, cg, H, W, HP, 1, RS, PH, PW);
             byoc_lanes_job j = {in_place ? xg : planes, wl + g * panels * BYOC_NR * K,
                                 bias ? bias + g * mg : 0, off, y + (n * M + g * mg) * ohw, mg,
-                                K, OH, OW, SH, SW, RS, panels, bpos, g * mg, epi};
-            if (par) byoc_parallel(panels * blocks, byoc_lanes_tasks, &j);
-            else byoc_lanes_tasks(&j, 0, panels * blocks);
+                                K, OH, OW, SH, SW, RS, panels, blocks, bpos, g * mg, epi};
+            const byoc_lanes_cut cut = {&j, units, tasks < units ? tasks : units};
+            if (par) byoc_parallel(cut.tasks, byoc_lanes_task, (void *)&cut);
+            else byoc_lanes_units(&j, 0, units);
         }
 }
 

@@ -42,6 +42,10 @@ CONVS = {
                                                           "pads": [1, 1, 0, 0]}),
     "conv_3x3_s2_dilated": ((1, 24, 17, 17), (40, 24, 3, 3), {"strides": [2, 2],
                                                           "dilations": [2, 2]}),
+    # 7 panels of 25 positions: no count of blocks makes them divide among 3 threads' 6
+    # tasks, which take runs of 1 or 2 units
+    "conv_3x3_s2_uneven_cut": ((1, 64, 9, 9), (112, 64, 3, 3), {"strides": [2, 2],
+                                                            "pads": [1, 1, 1, 1]}),
     # a map of 100: the 4 columns past whole vectors down A's columns (three K blocks, B's
     # whole panels in place, the last packed), the last row of A against all panels at once
     "pointwise_deep_10x10": ((1, 600, 10, 10), (13, 600, 1, 1), {}),
