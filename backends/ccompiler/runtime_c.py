@@ -953,7 +953,9 @@ static void byoc_maps_1x1_finish(float *y, long N, long M, const float *bias,
    runtime_c.py), or 0. ws: conv_scratch floats (the taps' offsets, a group's planes, then
    byoc_gemm's scratch). epi (or 0): the region's epilogue. Several images or groups on several
    threads: a pair each (a grouped 1x1 conv's GEMMs are too small to cut, and one call each
-   cost more than it ran); otherwise one pair after the other, each GEMM cut among the threads. */
+   cost more than it ran), from the pool's threshold of work (from 4 times it, shufflenet's
+   grouped 1x1s of 0.3-1M multiply-adds had run on one thread: 0.73-0.86x on two now);
+   otherwise one pair after the other, each GEMM cut among the threads. */
 void byoc_conv2d(const float *x, const float *w, const float *wp, const float *bias, float *y,
                  long N, long C, long H, long W, long M, long OH, long OW, long KH, long KW,
                  long SH, long SW, long PH, long PW, long DH, long DW, long G, float *ws,
@@ -975,7 +977,7 @@ void byoc_conv2d(const float *x, const float *w, const float *wp, const float *b
     }
     int threads = byoc_threads();
     if (threads > 1 && N * G >= 2L * threads
-        && (double)M * OH * OW * (C / G) * KH * KW >= (double)BYOC_PAR_WORK * 4) {
+        && (double)M * OH * OW * (C / G) * KH * KW >= (double)BYOC_PAR_WORK) {
         byoc_parallel(N * G, byoc_conv_groups, &j);
         return;
     }

@@ -62,6 +62,8 @@ CONVS = {
     "pointwise_strided_end_pad": ((1, 8, 6, 6), (12, 8, 1, 1), {"strides": [2, 2],
                                                                 "pads": [0, 0, 1, 1]}),
     "pointwise_grouped": ((1, 16, 5, 6), (12, 4, 1, 1), {"group": 4}),
+    # 6 groups of 301K multiply-adds in all: a group a task on 3 threads
+    "pointwise_grouped_threads": ((1, 96, 14, 14), (96, 16, 1, 1), {"group": 6}),
     "depthwise_3x3": ((2, 12, 13, 17), (12, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 12}),
     "depthwise_3x3_s2": ((1, 8, 15, 20), (8, 1, 3, 3),
                          {"pads": [1, 1, 1, 1], "strides": [2, 2], "group": 8}),
