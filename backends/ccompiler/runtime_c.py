@@ -632,11 +632,13 @@ static void byoc_gemm_shared_layout(byoc_gemm_job *g) {
 
 /* Runs a GEMM's job: on the pool when the product is big, over column panels (each task packs
    its own part of B; A, unless packed already, is packed by every task), or over row panels
-   when there are few columns (B packed once, shared, unless it came packed). */
+   when there are few columns (B packed once, shared, unless it came packed). Big is the pool's
+   threshold: pointwise convs of 0.26-1M multiply-adds had run on one thread below 4 times it
+   (0.72-0.93x on two threads now); below it, a 32 -> 32 on 14x14 went 1.4x slower. */
 static void byoc_gemm_run(byoc_gemm_job *g, float *ws) {
     const long M = g->M, N = g->N, K = g->K;
     int threads = byoc_threads();
-    if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK * 4) {
+    if (threads > 1 && (double)M * N * K >= (double)BYOC_PAR_WORK) {
         long col_panels = (N + BYOC_NR - 1) / BYOC_NR, row_panels = (M + BYOC_MR - 1) / BYOC_MR;
         /* each task of a column cut reads all of A, each of a row cut packs all of B: cut the
            longer side (a late conv layer's 2048 channels x 49 positions read its 4 MB of
