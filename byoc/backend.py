@@ -63,6 +63,7 @@ class Backend:
     bind_constants: bool = True
     reject_region: Callable[[Function], bool | str | None] | None = None
     prefetch: Callable[[Sequence[Call]], None] | None = None
+    control_flow: bool = False  # runs an If, Loop or Scan whole when it takes all its bodies
 
     def check(self, call: Call) -> bool | str:
         """True if this backend takes ``call``, else the reason it does not."""
@@ -190,7 +191,8 @@ def register_backend(name: str, *, supports: Supports, compile: Callable[[Functi
                      patterns: Iterable[tuple] = (), device: str = "cpu",
                      bind_constants: bool = True,
                      reject_region: Callable[[Function], bool | str | None] | None = None,
-                     prefetch: Callable[[Sequence[Call]], None] | None = None) -> Backend:
+                     prefetch: Callable[[Sequence[Call]], None] | None = None,
+                     control_flow: bool = False) -> Backend:
     """Register a backend under ``name`` and return it.
 
     ``patterns`` are ``(name, pattern)`` or ``(name, pattern, check)``: composites this backend
@@ -198,6 +200,10 @@ def register_backend(name: str, *, supports: Supports, compile: Callable[[Functi
     host by returning True or a reason. ``bind_constants=False`` passes constants as arguments
     instead of embedding them in the function (for C source, say). ``prefetch(calls)`` is
     shown a graph's calls before they are checked one by one (to answer them in a batch).
+    ``control_flow=True``: the backend's compile takes regions holding If, Loop and Scan calls
+    with their bodies (an engine that runs ONNX graphs); it is given such a call whole when it
+    takes every call of its bodies, at any depth, instead of the host running the call and the
+    bodies being partitioned on their own.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise BackendError(f"a backend name must be an identifier, not {name!r}")
@@ -210,7 +216,7 @@ def register_backend(name: str, *, supports: Supports, compile: Callable[[Functi
         if value is not None and not callable(value):
             raise BackendError(f"backend {name!r}: {hook} must be callable")
     backend = Backend(name, _as_check(supports), compile, tuple(_entry(name, p) for p in patterns),
-                      device, bool(bind_constants), reject_region, prefetch)
+                      device, bool(bind_constants), reject_region, prefetch, bool(control_flow))
     with _LOCK:
         if name in _REGISTRY:
             raise BackendError(f"backend {name!r} is already registered")

@@ -27,11 +27,13 @@ from .passes.merge import merge_regions
 from .passes.merge_composite import composite_function
 from .passes.partition_graph import bind_policy, lift_function
 from .passes.reject import reject_regions
+from .passes.whole_control_flow import whole_control_flow
 
 
 def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] = (), *,
               annotated: bool | None = None, merge: bool = True,
-              no_fallback: bool = False, plan=None) -> IRModule:
+              no_fallback: bool = False, plan=None, whole_control_flow: bool = True
+              ) -> IRModule:
     """Partition main and every body in it for ``backends`` (names or Backend objects, in
     priority order).
 
@@ -41,7 +43,10 @@ def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] =
     by annotate_range; ``annotated=None`` looks) keeps its regions as marked: only
     partition_graph and reject_regions run. ``no_fallback=True`` makes any node left on the host
     an error (control-flow nodes aside: they always stay, and their bodies are checked). Why
-    each node stayed on the host is kept for ``byoc.explain``.
+    each node stayed on the host is kept for ``byoc.explain``. An If, Loop or Scan whose bodies
+    one backend registered with ``control_flow=True`` (onnxruntime) takes whole goes to it whole
+    (``passes/whole_control_flow.py``), unless ``whole_control_flow=False``: then the host runs
+    every control-flow call and its bodies are partitioned (as a tuned plan places them).
 
     ``plan`` (a ``byoc.Plan``, its JSON dict or a path to a plan file from ``byoc tune``)
     places every node as the plan says, measuring nothing (``byoc/tuning/apply.py``).
@@ -56,13 +61,13 @@ def partition(mod: IRModule, backends: str | Backend | Iterable[str | Backend] =
             return apply_plan(mod, plan)
     with collector_paused():
         chosen = resolve(backends)
-        out = _partition(mod, chosen, annotated, merge, no_fallback)
+        out = _partition(mod, chosen, annotated, merge, no_fallback, whole_control_flow)
         out.attrs["partition_backends"] = [b.name for b in chosen]
         return out
 
 
 def _partition(mod: IRModule, chosen: list[Backend], annotated: bool | None, merge: bool,
-               no_fallback: bool) -> IRModule:
+               no_fallback: bool, whole: bool = True) -> IRModule:
     # main's nodes are walked once here and the walk shared by the passes below (it was walked
     # four times, a fifth of the partition at 100,000 nodes).
     order = post_order(mod.main.body)
@@ -72,7 +77,7 @@ def _partition(mod: IRModule, chosen: list[Backend], annotated: bool | None, mer
     if not annotated and not chosen:
         raise ByocError("partition needs at least one backend (backends=[...])")
     reasons = dict(mod.attrs.get(HOST_REASONS, {})) if annotated else {}
-    lifting = _Lifting(chosen, annotated, merge, set(mod.functions), reasons)
+    lifting = _Lifting(chosen, annotated, merge, set(mod.functions), reasons, whole)
     main = lifting.function(mod.main, (), order)
     staged = IRModule({**mod.functions, "main": main, **lifting.funcs},
                       {**mod.attrs, HOST_REASONS: completed(lifting.host, reasons)})
@@ -102,20 +107,25 @@ class _Lifting:
     """
 
     def __init__(self, chosen: list[Backend], annotated: bool, merge: bool, taken: set[str],
-                 reasons: dict[str, str]):
+                 reasons: dict[str, str], whole: bool = True):
         self.chosen, self.annotated, self.merge = chosen, annotated, merge
         self.taken = taken
         self.reasons = reasons
         self.funcs: dict[str, Function] = {}
         self.host: list[Expr] = []  # every node left on the host, in every function
         self.binds = bind_policy(None)
+        self.whole = whole and not annotated
+        self.verdicts: dict[tuple[int, str], bool] = {}  # whole_control_flow's, per body
 
     def function(self, func: Function, scope: Scope, order: list[Expr] | None = None
                  ) -> Function:
         """``func`` partitioned; ``order`` is its ``post_order`` if the caller has it."""
         if order is None:
             order = post_order(func.body)
-        mapped = map_bodies(func, self.function, scope, order)
+        # control flow a backend runs whole keeps its bodies as they are
+        whole = whole_control_flow(order, self.chosen, self.verdicts) if self.whole else {}
+        mapped = map_bodies(func, lambda body, inner: body if inner[-2] in whole
+                            else self.function(body, inner), scope, order)
         if mapped is not func:
             order = post_order(mapped.body)
         func, order = infer_function(mapped, order)
@@ -124,7 +134,7 @@ class _Lifting:
             regions = find_regions(func)
         else:
             func, order = composite_function(func, order, self.chosen)
-            regions, reasons = target_regions(func, order, self.chosen)
+            regions, reasons = target_regions(func, order, self.chosen, whole)
             self.reasons.update(reasons)
             if self.merge:
                 regions = merge_regions(regions, [b.name for b in self.chosen])

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from byoc.analysis import walk_orders
 from byoc.backend import Backend, register_backend
-from byoc.ir import Call, Constant, Function, TensorType, Tuple, post_order
+from byoc.ir import Call, Constant, Function, TensorType, Tuple
 from byoc.op import CANONICAL_OPSET, onnx_bridge
 from byoc.op.host_kernels import one_node_model
 from byoc.runtime.devices import Device, register_device
@@ -105,7 +106,11 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     """
     from byoc.frontends.onnx.exporter import export_function
 
-    ops = {e.op for e in post_order(func.body) if isinstance(e, Call) and isinstance(e.op, str)}
+    calls = [e for _, _, order in walk_orders(func) for e in order  # bodies' calls too
+             if isinstance(e, Call) and isinstance(e.op, str)]
+    ops = {c.op for c in calls}
+    # an If, Loop or Scan it was given whole (control_flow=True): a Loop may run for ever
+    loops = any(c.op == "Loop" for c in calls)
     n_out = len(func.body.fields) if isinstance(func.body, Tuple) else 1
     outs = [f"out_{k}" for k in range(n_out)]
     model = export_function(func.with_attrs(output_names=outs), _opsets(ops))
@@ -114,8 +119,8 @@ def compile_region(func: Function) -> Callable[..., tuple]:
     names = [i.name for i in session.get_inputs()]
     assert len(names) == len(func.params), (names, [p.name for p in func.params])
 
-    def run(*values):  # control flow stays on the host: a region never loops for ever
-        return run_region(session, outs, names, values)
+    def run(*values):
+        return run_region(session, outs, names, values, interruptible=loops)
 
     return run
 
@@ -126,4 +131,4 @@ DEVICE = Device("onnxruntime", to_device=to_ort, to_host=from_ort, describe=desc
 def register() -> Backend:
     register_device(DEVICE)
     return register_backend("onnxruntime", supports=onnxruntime_runs, compile=compile_region,
-                            device=DEVICE.name)
+                            device=DEVICE.name, control_flow=True)

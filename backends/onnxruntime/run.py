@@ -6,7 +6,7 @@ Values on the onnxruntime device are OrtValues, except strings (numpy object arr
 A Loop whose condition never turns false is a valid model, and onnxruntime runs it forever,
 inside one C++ call that Python's Ctrl-C cannot reach: the signal only sets a flag that Python
 looks at when the call returns. So a session that may loop (a whole model, for ``--compare``;
-a region never holds a Loop: control flow stays on byoc's host) runs in a worker thread while
+a region given a Loop whole: ``byoc/passes/whole_control_flow.py``) runs in a worker thread while
 the main thread waits, where KeyboardInterrupt does arrive; it then sets
 ``RunOptions.terminate``, which onnxruntime checks between nodes (a Loop's body included),
 waits for the worker to stop and raises KeyboardInterrupt. Other sessions run in the calling

@@ -44,9 +44,10 @@ def annotate_target(mod: IRModule, backends: Sequence[Backend]) -> IRModule:
                     {**mod.attrs, HOST_REASONS: reasons})
 
 
-def target_regions(func: Function, order: list[Expr], backends: Sequence[Backend]
-                   ) -> tuple[Regions, dict[str, str]]:
-    """One region per call a backend takes, and why each other call stays on the host."""
+def target_regions(func: Function, order: list[Expr], backends: Sequence[Backend],
+                   whole: dict[str, str] | None = None) -> tuple[Regions, dict[str, str]]:
+    """One region per call a backend takes, and why each other call stays on the host.
+    ``whole``: the control-flow calls a backend runs whole (``whole_control_flow``), by name."""
     owner = {entry.name: b.name for b in backends for entry in b.patterns}
     graph = IndexGraph.of(order)
     region = [-1] * len(order)
@@ -60,7 +61,7 @@ def target_regions(func: Function, order: list[Expr], backends: Sequence[Backend
         if isinstance(e, TupleGetItem):
             region[i] = region[graph.kids[i][0]]
         elif isinstance(e, Call):
-            target, reason = _choose(e, backends, owner)
+            target, reason = _choose(e, backends, owner, whole)
             if target is None:
                 reasons[node_key(e)] = reason
             else:
@@ -69,8 +70,8 @@ def target_regions(func: Function, order: list[Expr], backends: Sequence[Backend
     return Regions(func, order, region, targets, graph), reasons
 
 
-def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str]
-            ) -> tuple[str | None, str]:
+def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str],
+            whole: dict[str, str] | None = None) -> tuple[str | None, str]:
     """The backend that takes ``call``, or None and why none does."""
     op = call.op
     if not isinstance(op, str):  # the rarer calls first, so that ops by name test less
@@ -83,7 +84,8 @@ def _choose(call: Call, backends: Sequence[Backend], owner: dict[str, str]
             return owner[name], ""
         return None, f"composite {name!r} belongs to none of the backends"
     if call.attrs and is_control_flow(call):
-        return None, CONTROL_FLOW
+        taker = (whole or {}).get(node_key(call))
+        return (taker, "") if taker else (None, CONTROL_FLOW)
     if op in MARKERS:
         raise ModelError("main is already annotated: partition it with annotated=True, or "
                          "annotate a module without compiler_begin/compiler_end",

@@ -65,8 +65,9 @@ def partition_report(mod: IRModule, shaped: IRModule | None = None) -> dict:
         for e in order:
             if isinstance(e, Call) and isinstance(e.op, GlobalVar):
                 func = mod[e.op.name]
-                calls = _calls(func)
-                count["offloaded"] += len(calls)
+                calls, in_bodies = _calls(func)
+                count["offloaded"] += len(calls) - in_bodies
+                counts["bodies"]["offloaded"] += in_bodies
                 outputs = list(func.attrs.get("output_names", []))
                 ins = [known.get(p.name, p.type) for p in func.params]
                 outs = _outputs(func.ret_type, outputs, known)
@@ -115,13 +116,17 @@ def _outputs(ret: Type, names: list[str], known: dict[str, Type]) -> list[Type]:
     return [known.get(n, t) for n, t in zip(names, fields)]
 
 
-def _calls(func: Function) -> list[Call]:
-    """The ONNX nodes a region runs, composites opened up."""
-    out: list[Call] = []
+def _calls(func: Function) -> tuple[list[Call], int]:
+    """The ONNX nodes a region runs, composites opened up, then those of the bodies of the
+    control flow it was given whole (``passes/whole_control_flow.py``); and how many of them
+    lie in those bodies."""
+    own: list[Call] = []
     for e in post_order(func.body):
         if isinstance(e, Call):
-            out.extend(_calls(e.op) if isinstance(e.op, Function) else [e])
-    return out
+            own.extend(_calls(e.op)[0] if isinstance(e.op, Function) else [e])
+    inner = [c for scope, body in walk_functions(func) if scope
+             for c in post_order(body.body) if isinstance(c, Call)]
+    return own + inner, len(inner)
 
 
 def _total(types) -> int | None:

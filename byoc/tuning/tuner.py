@@ -288,7 +288,9 @@ class _Tuner:
         if found is None:
             func, _ = self.segment(i, j)
             sub = IRModule({"main": func}, dict(self.attrs))
-            found = self._parts[(i, j, o)] = (partition(sub, self.options[o])
+            # control flow on the host, its bodies placed node by node, as a plan says
+            found = self._parts[(i, j, o)] = (partition(sub, self.options[o],
+                                                        whole_control_flow=False)
                                               if self.options[o] else sub)
         return found
 
