@@ -25,6 +25,11 @@ from byoc.runtime.ort_sessions import FATAL, run_options
 
 from .values import from_ort
 
+try:
+    from onnxruntime import OrtValue
+except ImportError:  # onnxruntime is a dependency; an install without it fails at the session
+    OrtValue = None
+
 
 def run_region(session: Any, outs: list[str], names: list[str], values: list[Any],
                interruptible: bool = False) -> tuple:
@@ -38,7 +43,15 @@ def run_region(session: Any, outs: list[str], names: list[str], values: list[Any
 
 def _run(session: Any, outs: list[str], names: list[str], values: list[Any], options) -> tuple:
     if not any(isinstance(v, np.ndarray) for v in values):
-        return tuple(session.run_with_ort_values(outs, dict(zip(names, values)), options))
+        native = getattr(session, "_sess", None)
+        if native is None:  # not the binding measured below: its public call
+            return tuple(session.run_with_ort_values(outs, dict(zip(names, values)), options))
+        # The binding's own call, its results taken by index: the public wrapper iterates the
+        # result vector, which costs 40 us for two outputs in onnxruntime 1.32 (a whole
+        # silero VAD region ran 0.20 ms through it, 0.13 ms so)
+        result = native.run_with_ort_values(
+            {n: v._get_c_value() for n, v in zip(names, values)}, outs, options)
+        return tuple(OrtValue(result[i]) for i in range(len(result)))
     return tuple(session.run(outs, {n: from_ort(v) for n, v in zip(names, values)}, options))
 
 
