@@ -1828,6 +1828,15 @@ static inline byoc_wf byoc_wload_first(const float *p, long n) {
 #else
 #define byoc_wtap(row, off, at) (*(const byoc_wf *)((row) + (off) + (at)))
 #endif
+/* A tap at most two floats past an aligned vector (3x3 windows, 5x5 at stride 2): one */
+/* unaligned load on AVX2, where the shift across two vectors is two shuffles and they bound */
+/* the loop (3x3 depthwise convs 0.78-0.90x, 5x5 stride 2 0.86-0.92x; 5x5 at stride 1, four */
+/* shifts a row from the same two loads, stay shifted: unaligned they were 1.2x slower). */
+#if BYOC_WW == 16
+#define byoc_wtap_near(row, off, at) byoc_wtap(row, off, at)
+#else
+#define byoc_wtap_near(row, off, at) (*(const byoc_wf *)((row) + (off) + (at)))
+#endif
 /* MaxPool's fold, lane by lane: m > t ? m : t (a NaN tap is skipped unless it comes last). */
 static inline byoc_wf byoc_wmax(byoc_wf m, byoc_wf t) {
     byoc_wf r;

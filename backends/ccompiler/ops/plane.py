@@ -129,12 +129,15 @@ def emit_window_rows(ctx: Emit, g: Plane, out_plane: str,
     Vectors start at multiples of ``BYOC_WW``, where plane rows are aligned: a tap is one or
     two aligned loads and a shift across them in registers (``byoc_wtap``), not a load that
     straddles two cache lines (which costs two; a 5x5 window's 25 such loads per vector
-    were its bottleneck). A row's last, partial vector is stored masked."""
+    were its bottleneck on AVX-512); on AVX2 a tap at most two floats past the vector is one
+    unaligned load (``byoc_wtap_near``: the shifts' shuffles bound 3x3 windows there). A
+    row's last, partial vector is stored by ``byoc_wstore_first``."""
     src = ctx.src
 
     def body(at: str) -> None:
         src.line(f"const long at = {at};")
-        taps = [f"byoc_wtap(r{i}, {g.tap(j)}, at)" for i in range(g.kh) for j in range(g.kw)]
+        tap = "byoc_wtap_near" if (g.kw - 1) * g.dw // g.sw <= 2 else "byoc_wtap"
+        taps = [f"{tap}(r{i}, {g.tap(j)}, at)" for i in range(g.kh) for j in range(g.kw)]
         for line in combine(taps, "acc", "oh"):
             src.line(line)
 
