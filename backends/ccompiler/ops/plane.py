@@ -7,8 +7,9 @@ phase ``c % sw`` at ``c // sw``. Tap (i, j) of output (oh, ow) then reads elemen
 consecutive outputs read consecutive floats, stride 2 as well as 1 (no gather, no shuffle).
 A phase is whole vectors long and reaches past the last output for every tap, so a row is
 computed in vectors of ``BYOC_WW`` outputs (16 with AVX-512) starting at multiples of it, each
-tap one aligned load or two shifted in registers, and a row's last, partial vector is a masked
-store.
+tap one aligned load or two shifted in registers (on AVX2 a tap near the vector is one
+unaligned load), and a row's last, partial vector is stored by ``byoc_wstore_first`` (masked
+with AVX-512, from the register's halves with AVX).
 
 Depthwise convs pad with zeros, max pools with -infinity, average pools with zeros (a padded
 tap adds +0 to a sum started at +0: the sum of the real taps, bit for bit).
