@@ -1792,9 +1792,10 @@ typedef int byoc_wi __attribute__((vector_size(4 * BYOC_WW)));
 #else
 #define BYOC_WEVEN ((byoc_wi){0, 2, 4, 6})
 #endif
-/* Store a vector's first n lanes (a row's last, partial vector): a masked store where the */
-/* CPU has them, AVX's too (through the stack, the narrow reloads wait for the wide store */
-/* to land: a stride-2 depthwise conv onto 7x7, all partial rows, was 3x onnxruntime on AVX2). */
+/* Store a vector's first n lanes (a row's last, partial vector): AVX-512's masked store; */
+/* with AVX, byoc_vstore_first's stores from the register's halves (not through the stack, */
+/* whose narrow reloads wait for the wide store to land: a stride-2 depthwise conv onto */
+/* 7x7, all partial rows, was 3x onnxruntime on AVX2). */
 #if BYOC_WW == 16
 #define byoc_wstore_first(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1), (__m512)(v))
 #elif BYOC_WW == 8 && defined(__AVX__)
