@@ -62,6 +62,7 @@ void byoc_attach(const void *api) { byoc_rt = (const byoc_rt_api *)api; }
 ATTACH_CDEF = "void byoc_attach(const void *api);"
 
 _VEC = r"""
+/* the one include of intrinsics: AVX's, and AVX-512's used below */
 #if defined(__AVX__)
 #include <immintrin.h>
 #define BYOC_VW 8
@@ -86,10 +87,10 @@ typedef float byoc_v8 __attribute__((vector_size(32)));  /* what AVX's masked mo
 /* two of them a row were 40% of a 576 x 14 x 14 MaxPool's time) */
 static inline void byoc_vstore_first(float *p, byoc_vf v, long n) {
 #if defined(__AVX__)
+    if (n == 8) { *(byoc_vf *)p = v; return; }
     __m128 part = _mm256_castps256_ps128((__m256)v);
     if (n >= 4) {
         _mm_storeu_ps(p, part);
-        if (n == 8) { _mm_storeu_ps(p + 4, _mm256_extractf128_ps((__m256)v, 1)); return; }
         part = _mm256_extractf128_ps((__m256)v, 1);
         p += 4, n -= 4;
     }
@@ -164,7 +165,6 @@ _GEMM = r"""
 /* The GEMM's vector: AVX-512's 16 floats where the CPU has them (twice AVX's multiply-adds */
 /* per instruction; a product's element sums its K terms in the same order at any width). */
 #if defined(__AVX512F__)
-#include <immintrin.h>
 #define BYOC_GW 16
 #else
 #define BYOC_GW BYOC_VW
@@ -1767,7 +1767,6 @@ _WINDOW = r"""
 /* A window row's vector: AVX-512's 16 floats where the CPU has them (a tap is one load and */
 /* one multiply-add or max per vector, so twice the lanes is half the instructions). */
 #if defined(__AVX512F__)
-#include <immintrin.h>
 #define BYOC_WW 16
 #else
 #define BYOC_WW BYOC_VW
